@@ -1,0 +1,1 @@
+"""The `strongroom` command line: thin wrappers that parse, call and print."""

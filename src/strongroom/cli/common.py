@@ -1,0 +1,142 @@
+"""Conventions shared by every command: errors, --json, passphrases, profiles, data dirs."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from strongroom.client import Client
+from strongroom.client.errors import StrongroomError
+from strongroom.client.profile import default_path
+from strongroom.server.datadir import DataDir, DataDirError
+from strongroom.server.storage import StorageUnavailable
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class CliError(Exception):
+    """A failure to report as one line on stderr with a non-zero exit."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Group(click.Group):
+    """Turns expected failures into one readable line and a non-zero exit, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except CliError as e:
+            _fail(str(e), e.code)
+        except (StrongroomError, DataDirError) as e:
+            _fail(f"{type(e).__name__}: {e}" if type(e).__name__ not in ("StrongroomError", "DataDirError") else str(e))
+        except KeyboardInterrupt:
+            _fail("interrupted", 130)
+        except OSError as e:
+            _fail(f"{e.strerror or type(e).__name__}: {e.filename or ''}".rstrip(": "))
+        except StorageUnavailable as e:
+            _fail(f"database unavailable: {e}")
+        except ValueError as e:
+            _fail(str(e))
+        except Exception as e:  # noqa: BLE001 - the promise is one line, never a traceback
+            if os.environ.get("STRONGROOM_DEBUG"):
+                raise
+            _fail(f"unexpected {type(e).__name__} (set STRONGROOM_DEBUG=1 for details)")
+
+
+def _fail(message: str, code: int = 1) -> None:
+    click.echo(f"strongroom: error: {message}", err=True)
+    sys.exit(code)
+
+
+def json_option(f: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")(f)
+
+
+def emit(data: Any, as_json: bool, human: Callable[[Any], None] | None = None) -> None:
+    if as_json or human is None:
+        click.echo(json.dumps(data, indent=None if as_json else 2, sort_keys=True, default=str))
+    else:
+        human(data)
+
+
+def passphrase_option(f: F) -> F:
+    return click.option(
+        "--passphrase-file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="Read the passphrase from this file (else STRONGROOM_PASSPHRASE, else a prompt).",
+    )(f)
+
+
+def read_passphrase(passphrase_file: Path | None, confirm: bool = False, what: str = "Passphrase") -> str:
+    if passphrase_file is not None:
+        text = passphrase_file.read_text().rstrip("\r\n")
+        if not text:
+            raise CliError(f"{passphrase_file} is empty")
+        return text
+    env = os.environ.get("STRONGROOM_PASSPHRASE")
+    if env:
+        return env
+    if not sys.stdin.isatty():
+        raise CliError("no passphrase: use --passphrase-file, STRONGROOM_PASSPHRASE, or run on a terminal")
+    pw = getpass.getpass(f"{what}: ")
+    if not pw:
+        raise CliError("empty passphrase")
+    if confirm and getpass.getpass(f"{what} again: ") != pw:
+        raise CliError("the passphrases differ")
+    return pw
+
+
+def data_option(f: F) -> F:
+    return click.option(
+        "--data",
+        "data_dir",
+        envvar="STRONGROOM_DATA",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="The server's data dir (or STRONGROOM_DATA).",
+    )(f)
+
+
+def require_data(data_dir: Path | None) -> DataDir:
+    if data_dir is None:
+        raise CliError("no data dir: pass --data DIR or set STRONGROOM_DATA")
+    return DataDir(data_dir)
+
+
+def profile_option(f: F) -> F:
+    f = click.option(
+        "--server",
+        "servers",
+        multiple=True,
+        help="Use this server URL instead of the profile's (repeat for failover).",
+    )(f)
+    return click.option(
+        "--profile",
+        envvar="STRONGROOM_PROFILE",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Client profile dir (or STRONGROOM_PROFILE; default ~/.config/strongroom).",
+    )(f)
+
+
+def open_client(profile: Path | None, servers: tuple[str, ...] = (), data_dir: Path | None = None, admin: bool = False) -> Client:
+    from strongroom.client.profile import Profile
+
+    if profile is None and admin and data_dir is not None:
+        profile = DataDir(data_dir).admin_profile
+    p = Profile.load(profile if profile is not None else default_path())
+    return Client(list(servers) or p.servers, p.client_id, p.identity, p.ca_file)
+
+
+def admin_options(f: F) -> F:
+    return data_option(profile_option(f))

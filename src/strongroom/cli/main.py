@@ -1,0 +1,39 @@
+"""Entry point of the `strongroom` command."""
+
+from __future__ import annotations
+
+import click
+
+from strongroom import __version__
+from strongroom.cli import client_cmds, server_cmds
+from strongroom.cli.common import Group
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="strongroom")
+def cli() -> None:
+    """Strongroom: a key trustee server, transparent encryption and entropy tools.
+
+    \b
+    Example, end to end on one host:
+      strongroom server init --data /var/lib/strongroom --passphrase-file pw
+      strongroom server start --data /var/lib/strongroom --passphrase-file pw &
+      strongroom register --server https://127.0.0.1:8443 --ca /var/lib/strongroom/tls/ca.pem \\
+          --org default --auth-secret "$SECRET"
+      echo -n s3cret | strongroom put db-password -
+      strongroom get db-password
+    """
+
+
+for group in (server_cmds.server, server_cmds.org, server_cmds.client_group, server_cmds.group_group):
+    cli.add_command(group)
+for cmd in client_cmds.COMMANDS:
+    cli.add_command(cmd)
+
+
+def main() -> None:
+    cli(prog_name="strongroom")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,348 @@
+"""`strongroom server|org|client|group ...`: running and administering a key trustee server."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from strongroom.cli.common import (
+    CliError,
+    Group,
+    admin_options,
+    data_option,
+    emit,
+    json_option,
+    open_client,
+    passphrase_option,
+    read_passphrase,
+    require_data,
+)
+
+
+def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
+    t = Table(*columns)
+    for r in rows:
+        t.add_row(*("" if r.get(c) is None else str(r.get(c)) for c in columns))
+    Console().print(t)
+
+
+@click.group(cls=Group)
+def server() -> None:
+    """Create, run, unseal, back up and audit a key trustee server."""
+
+
+@server.command("init")
+@data_option
+@click.option("--db", "db_url", help="Database URL: sqlite:///PATH (default: a file in the data dir) or postgresql://...")
+@click.option("--san", "names", multiple=True, help="A DNS name or IP for the TLS certificate (repeatable; default localhost, 127.0.0.1).")
+@click.option("--org", default="default", show_default=True, help="Name of the first organization.")
+@click.option("--server-url", help="URL written into the admin profile (default https://NAME:8443).")
+@click.option("--deposit-limit", type=click.IntRange(1, 64 << 20), help="Largest deposit in bytes (default 1 MiB).")
+@passphrase_option
+@json_option
+def server_init(
+    data_dir: Path | None, db_url: str | None, names: tuple[str, ...], org: str, server_url: str | None,
+    deposit_limit: int | None, passphrase_file: Path | None, as_json: bool,
+) -> None:
+    """Create a server: database, TLS CA and certificate, sealed master key, admin credential, first org.
+
+    \b
+    Example:
+      strongroom server init --data /var/lib/strongroom --passphrase-file /root/pw
+    """
+    from strongroom.server.setup import init_server
+
+    data = require_data(data_dir)
+    pw = read_passphrase(passphrase_file, confirm=True, what="New server passphrase")
+    res = init_server(data, pw, db_url, list(names) or None, org, server_url, deposit_limit)
+    out = {
+        "data": str(data.path),
+        "org": res.org,
+        "auth_secret": res.auth_secret,
+        "admin_profile": str(res.admin_profile),
+        "admin_id": res.admin_id,
+        "ca": str(data.ca_file),
+    }
+
+    def human(o: dict[str, Any]) -> None:
+        click.echo(f"Server created in {o['data']}.")
+        click.echo(f"Organization {o['org']}: auth secret (shown once, keep it safe):\n  {o['auth_secret']}")
+        click.echo(f"Admin profile: {o['admin_profile']}   CA certificate: {o['ca']}")
+
+    emit(out, as_json, human)
+
+
+@server.command("start")
+@data_option
+@click.option("--listen", default="127.0.0.1:8443", show_default=True, help="HOST:PORT to serve HTTPS on.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64), help="Worker processes.")
+@click.option("--sealed", is_flag=True, help="Start sealed, without asking for the passphrase.")
+@click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+@passphrase_option
+def server_start(data_dir: Path | None, listen: str, workers: int, sealed: bool, log_level: str, passphrase_file: Path | None) -> None:
+    """Serve the API over HTTPS until SIGTERM or SIGINT.
+
+    \b
+    Example:
+      strongroom server start --data /var/lib/strongroom --passphrase-file /root/pw --workers 2
+    """
+    import logging
+
+    from strongroom.server import barrier
+    from strongroom.server.run import derive_unseal_key, serve
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    data = require_data(data_dir)
+    data.load_config()
+    key = None
+    if not sealed:
+        try:
+            key = derive_unseal_key(data, read_passphrase(passphrase_file))
+        except barrier.WrongPassphrase:
+            raise CliError("wrong passphrase") from None
+    sys.exit(serve(data, listen, workers, key, log_level))
+
+
+@server.command("unseal")
+@admin_options
+@passphrase_option
+@json_option
+def server_unseal(data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], passphrase_file: Path | None, as_json: bool) -> None:
+    """Unseal a running server (every process on its database follows)."""
+    pw = read_passphrase(passphrase_file)
+    with open_client(profile, servers, data_dir, admin=True) as c:
+        emit(c.unseal(pw), as_json, lambda o: click.echo("unsealed" if o["changed"] else "already unsealed"))
+
+
+@server.command("seal")
+@admin_options
+@json_option
+def server_seal(data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
+    """Seal every process of a running server: deposits are refused until unsealed."""
+    with open_client(profile, servers, data_dir, admin=True) as c:
+        emit(c.seal(), as_json, lambda o: click.echo("sealed"))
+
+
+@server.command("rotate-master-key")
+@admin_options
+@json_option
+def server_rotate(data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
+    """Re-wrap every data key under a new master key while serving; the old one then opens nothing."""
+    with open_client(profile, servers, data_dir, admin=True) as c:
+        emit(c.rotate_master_key(), as_json, lambda o: click.echo(f"master key rotated; generation {o['generation']}"))
+
+
+@server.command("backup")
+@data_option
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Backup file to write.")
+@passphrase_option
+@json_option
+def server_backup(data_dir: Path | None, out_path: Path, passphrase_file: Path | None, as_json: bool) -> None:
+    """Write a consistent, encrypted backup (database and data dir) while the server runs."""
+    from strongroom.server.backup import write_backup_file
+
+    data = require_data(data_dir)
+    counts = write_backup_file(data, read_passphrase(passphrase_file), out_path)
+    emit({"out": str(out_path), "rows": counts}, as_json, lambda o: click.echo(f"backup written to {o['out']} ({sum(counts.values())} rows)"))
+
+
+@server.command("restore")
+@data_option
+@click.option("--in", "in_path", required=True, type=click.Path(dir_okay=False, exists=True, path_type=Path), help="Backup file.")
+@click.option("--db", "db_url", help="Empty database to restore into (default: SQLite in the data dir).")
+@passphrase_option
+@json_option
+def server_restore(data_dir: Path | None, in_path: Path, db_url: str | None, passphrase_file: Path | None, as_json: bool) -> None:
+    """Restore a backup into an empty data dir (and empty database)."""
+    from strongroom.server.backup import BackupError, restore
+
+    data = require_data(data_dir)
+    try:
+        with in_path.open("rb") as f:
+            counts = restore(data, read_passphrase(passphrase_file), f, db_url)
+    except BackupError as e:
+        raise CliError(str(e)) from None
+    emit({"data": str(data.path), "rows": counts}, as_json, lambda o: click.echo(f"restored into {o['data']}"))
+
+
+@server.group("audit", cls=Group)
+def audit_group() -> None:
+    """Check and read the tamper-evident audit log."""
+
+
+@audit_group.command("verify")
+@data_option
+@passphrase_option
+@json_option
+def audit_verify(data_dir: Path | None, passphrase_file: Path | None, as_json: bool) -> None:
+    """Check the whole chain; exit 1 and name the first bad entry if anything was altered."""
+    from strongroom.server import barrier
+    from strongroom.server.maintenance import verify_audit
+
+    data = require_data(data_dir)
+    try:
+        res = verify_audit(data, read_passphrase(passphrase_file))
+    except barrier.WrongPassphrase:
+        raise CliError("wrong passphrase") from None
+    out = {"ok": res.ok, "entries": res.entries, "first_bad": res.first_bad, "reason": res.reason}
+    emit(out, as_json, lambda o: click.echo(f"audit log intact: {o['entries']} entries" if o["ok"] else f"audit log damaged: {o['reason']}"))
+    if not res.ok:
+        sys.exit(1)
+
+
+@audit_group.command("tail")
+@admin_options
+@click.option("-n", "limit", default=20, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new entries.")
+@json_option
+def audit_tail(data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], limit: int, follow: bool, as_json: bool) -> None:
+    """Print the newest audit entries."""
+
+    def show(rows: list[dict[str, Any]]) -> None:
+        for r in rows:
+            if as_json:
+                click.echo(json.dumps(r, sort_keys=True))
+            else:
+                when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r["ts"]))
+                detail = " ".join(f"{k}={v}" for k, v in sorted(r["detail"].items()))
+                click.echo(f"{r['seq']:>8} {when} {r['actor']:<20} {r['action']:<18} {r['outcome']:<7} {r['target']} {detail}")
+
+    with open_client(profile, servers, data_dir, admin=True) as c:
+        rows = c.audit_tail(-1, limit)
+        if as_json and not follow:
+            emit(rows, True)
+            return
+        show(rows)
+        last = rows[-1]["seq"] if rows else 0
+        while follow:
+            time.sleep(1)
+            rows = c.audit_tail(last, 1000)
+            show(rows)
+            if rows:
+                last = rows[-1]["seq"]
+
+
+# -- organizations, clients, groups ------------------------------------------------------------
+@click.group(cls=Group)
+def org() -> None:
+    """Organizations and their registration secrets (admin)."""
+
+
+@org.command("create")
+@click.argument("name")
+@admin_options
+@json_option
+def org_create(name: str, data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
+    """Create an organization; its auth secret is printed once."""
+    with open_client(profile, servers, data_dir, admin=True) as c:
+        emit(c.create_org(name), as_json, lambda o: click.echo(f"organization {o['name']}: auth secret {o['auth_secret']}"))
+
+
+@org.command("list")
+@admin_options
+@json_option
+def org_list(data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
+    """List organizations."""
+    with open_client(profile, servers, data_dir, admin=True) as c:
+        emit(c.list_orgs(), as_json, lambda rows: _table(rows, ["name", "clients", "created"]))
+
+
+@org.command("rotate-secret")
+@click.argument("name")
+@admin_options
+@json_option
+def org_rotate(name: str, data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
+    """Replace an organization's auth secret; the old one stops working at once."""
+    with open_client(profile, servers, data_dir, admin=True) as c:
+        emit(c.rotate_org_secret(name), as_json, lambda o: click.echo(f"organization {o['name']}: new auth secret {o['auth_secret']}"))
+
+
+@click.group("client", cls=Group)
+def client_group() -> None:
+    """Registered clients (admin): list, disable, enable, revoke."""
+
+
+@client_group.command("list")
+@admin_options
+@json_option
+def client_list(data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
+    """List registered clients."""
+    with open_client(profile, servers, data_dir, admin=True) as c:
+        emit(c.list_clients(), as_json, lambda rows: _table(rows, ["client_id", "name", "org", "role", "status"]))
+
+
+def _status_command(action: str, doc: str) -> click.Command:
+    @click.argument("client_id")
+    @admin_options
+    @json_option
+    def cmd(client_id: str, data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
+        with open_client(profile, servers, data_dir, admin=True) as c:
+            emit(c.set_client_status(client_id, action), as_json, lambda o: click.echo(f"{o['client_id']}: {o['status']}"))
+
+    cmd.__doc__ = doc
+    return click.command(action)(cmd)
+
+
+client_group.add_command(_status_command("disable", "Refuse a client's requests until enabled again."))
+client_group.add_command(_status_command("enable", "Accept a disabled client again."))
+client_group.add_command(_status_command("revoke", "Refuse a client for good, from its next request on."))
+
+
+@click.group("group", cls=Group)
+def group_group() -> None:
+    """Groups of clients within an organization, for deposit policies (admin)."""
+
+
+@group_group.command("create")
+@click.argument("name")
+@click.option("--org", "org_name", default="default", show_default=True)
+@admin_options
+@json_option
+def group_create(name: str, org_name: str, data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
+    """Create a group."""
+    with open_client(profile, servers, data_dir, admin=True) as c:
+        emit(c.create_group(org_name, name), as_json, lambda o: click.echo(f"group {o['name']} created in {o['org']}"))
+
+
+@group_group.command("add")
+@click.argument("name")
+@click.argument("client_ids", nargs=-1, required=True)
+@click.option("--org", "org_name", default="default", show_default=True)
+@admin_options
+@json_option
+def group_add(name: str, client_ids: tuple[str, ...], org_name: str, data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
+    """Add clients to a group."""
+    with open_client(profile, servers, data_dir, admin=True) as c:
+        emit(c.change_group(org_name, name, add=list(client_ids)), as_json, lambda o: click.echo(f"{o['name']}: {', '.join(o['members'])}"))
+
+
+@group_group.command("rm")
+@click.argument("name")
+@click.argument("client_ids", nargs=-1)
+@click.option("--org", "org_name", default="default", show_default=True)
+@admin_options
+@json_option
+def group_rm(name: str, client_ids: tuple[str, ...], org_name: str, data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
+    """Remove clients from a group; with no client, delete the group."""
+    with open_client(profile, servers, data_dir, admin=True) as c:
+        if client_ids:
+            emit(c.change_group(org_name, name, remove=list(client_ids)), as_json, lambda o: click.echo(f"{o['name']}: {', '.join(o['members']) or '(empty)'}"))
+        else:
+            emit(c.delete_group(org_name, name), as_json, lambda o: click.echo(f"group {o['name']} deleted"))
+
+
+@group_group.command("ls")
+@click.option("--org", "org_name", default="default", show_default=True)
+@admin_options
+@json_option
+def group_ls(org_name: str, data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
+    """List groups and their members."""
+    with open_client(profile, servers, data_dir, admin=True) as c:
+        emit(c.list_groups(org_name), as_json, lambda rows: _table([{**r, "members": " ".join(r["members"])} for r in rows], ["name", "members"]))

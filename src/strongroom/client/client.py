@@ -1,0 +1,261 @@
+"""Client: signed requests over TLS, failover across the profile's servers, typed errors."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import ssl
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from strongroom.client import errors
+from strongroom.client.profile import Profile
+from strongroom.crypto import reqsig
+from strongroom.crypto.identity import Identity, b64u
+
+_CONNECT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError)
+
+
+def _tls_context(ca_file: str | os.PathLike[str] | None) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    return ctx
+
+
+def _raise_for(resp: httpx.Response) -> None:
+    if resp.status_code < 400:
+        return
+    try:
+        body = resp.json()
+        code, message = str(body.get("error", "")), str(body.get("message", ""))
+    except (ValueError, AttributeError):
+        code, message = "", resp.text[:200]
+    message = message or f"HTTP {resp.status_code}"
+    s = resp.status_code
+    if s in (401, 403):
+        raise errors.Denied(message)
+    if s == 404:
+        raise errors.NotFound(message)
+    if s == 410:
+        raise errors.Gone(message)
+    if s == 503 and code == "sealed":
+        raise errors.Sealed(message)
+    if s >= 500:
+        raise errors.Unavailable(message)
+    raise errors.InvalidRequest(message)
+
+
+class Client:
+    """Talks to one Strongroom deployment with one registered identity."""
+
+    def __init__(
+        self,
+        servers: list[str],
+        client_id: str,
+        identity: Identity,
+        ca_file: str | os.PathLike[str] | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        if not servers:
+            raise errors.ProfileError("no server URL")
+        for s in servers:
+            if not s.startswith("https://"):
+                raise errors.InvalidRequest(f"server URL must use https: {s}")
+        self.servers = [s.rstrip("/") for s in servers]
+        self.client_id = client_id
+        self._identity = identity
+        self._http = httpx.Client(verify=_tls_context(ca_file), timeout=timeout, http2=False)
+        self._current = 0
+
+    @classmethod
+    def from_profile(cls, path: str | os.PathLike[str] | None = None) -> Client:
+        p = Profile.load(path)
+        return cls(p.servers, p.client_id, p.identity, p.ca_file)
+
+    @classmethod
+    def register(
+        cls,
+        servers: list[str],
+        org: str,
+        auth_secret: str,
+        name: str,
+        profile_dir: str | os.PathLike[str],
+        ca_file: str | os.PathLike[str] | None = None,
+    ) -> Client:
+        """Make an identity on this host, register its public key, and save the profile."""
+        identity = Identity.generate()
+        body = {"org": org, "auth_secret": auth_secret, "name": name, "public_key": b64u(identity.public_bytes())}
+        anon = cls(servers, "", identity, ca_file)
+        try:
+            out = anon._send("POST", "/v1/register", json_body=body, sign=False).json()
+        finally:
+            anon.close()
+        ca_pem = Path(ca_file).read_bytes() if ca_file else None
+        Profile(Path(profile_dir), servers, out["client_id"], identity, name, org).save(ca_pem)
+        return cls(servers, out["client_id"], identity, ca_file)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transport ------------------------------------------------------------------------------
+    def _sign(self, request: httpx.Request) -> None:
+        raw = request.url.raw_path.decode("ascii")
+        path, _, query = raw.partition("?")
+        ts = str(int(time.time()))
+        nonce = b64u(os.urandom(18))
+        message = reqsig.string_to_sign(request.method, path, query, request.content, ts, nonce, self.client_id)
+        request.headers[reqsig.HEADER_CLIENT] = self.client_id
+        request.headers[reqsig.HEADER_TIME] = ts
+        request.headers[reqsig.HEADER_NONCE] = nonce
+        request.headers[reqsig.HEADER_SIG] = b64u(self._identity.sign(message))
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, Any] | None = None,
+        json_body: Any = None,
+        sign: bool = True,
+    ) -> httpx.Response:
+        content = json.dumps(json_body, separators=(",", ":")).encode() if json_body is not None else b""
+        headers = {"content-type": "application/json"} if json_body is not None else {}
+        last: Exception | None = None
+        n = len(self.servers)
+        for i in range(n):
+            idx = (self._current + i) % n
+            request = self._http.build_request(
+                method, self.servers[idx] + path, params=params, content=content, headers=headers
+            )
+            if sign:
+                self._sign(request)  # a fresh nonce for every attempt
+            try:
+                resp = self._http.send(request)
+            except _CONNECT_ERRORS as e:
+                last = e
+                continue
+            except httpx.TimeoutException:
+                raise errors.Unavailable(f"{self.servers[idx]} did not answer in time") from None
+            except httpx.HTTPError as e:
+                raise errors.Unavailable(f"{self.servers[idx]}: {type(e).__name__}") from None
+            self._current = idx
+            _raise_for(resp)
+            return resp
+        reason = type(last).__name__ if last else "no servers"
+        if isinstance(last, httpx.ConnectError) and "CERTIFICATE_VERIFY_FAILED" in str(last):
+            reason = "TLS certificate not trusted (wrong --ca?)"
+        raise errors.Unavailable(f"no server reachable ({', '.join(self.servers)}): {reason}")
+
+    def _json(self, method: str, path: str, **kw: Any) -> Any:
+        return self._send(method, path, **kw).json()
+
+    # -- deposits ---------------------------------------------------------------------------------
+    @staticmethod
+    def _policy(readers: list[str] | None, expires_at: float | None, not_before: float | None, max_retrievals: int | None) -> dict[str, Any]:
+        return {
+            "readers": list(readers or []),
+            "expires_at": expires_at,
+            "not_before": not_before,
+            "max_retrievals": max_retrievals,
+        }
+
+    def put(
+        self,
+        name: str,
+        data: bytes,
+        *,
+        readers: list[str] | None = None,
+        expires_at: float | None = None,
+        not_before: float | None = None,
+        max_retrievals: int | None = None,
+    ) -> int:
+        """Deposit ``data`` under ``name``; returns the new version.  Policy keywords replace the policy."""
+        body: dict[str, Any] = {"data": base64.b64encode(data).decode()}
+        if readers is not None or expires_at is not None or not_before is not None or max_retrievals is not None:
+            body["policy"] = self._policy(readers, expires_at, not_before, max_retrievals)
+        return int(self._json("PUT", f"/v1/deposits/{name}", json_body=body)["version"])
+
+    def get(self, name: str, version: int | None = None, owner: str | None = None) -> bytes:
+        params: dict[str, Any] = {}
+        if version is not None:
+            params["version"] = version
+        if owner is not None:
+            params["owner"] = owner
+        out = self._json("GET", f"/v1/deposits/{name}", params=params or None)
+        return base64.b64decode(out["data"])
+
+    def delete(self, name: str) -> None:
+        self._send("DELETE", f"/v1/deposits/{name}")
+
+    def list(self, shared: bool = False) -> list[dict[str, Any]]:
+        return list(self._json("GET", "/v1/deposits", params={"shared": "true"} if shared else None))
+
+    def set_policy(
+        self,
+        name: str,
+        *,
+        readers: list[str] | None = None,
+        expires_at: float | None = None,
+        not_before: float | None = None,
+        max_retrievals: int | None = None,
+    ) -> dict[str, Any]:
+        body = self._policy(readers, expires_at, not_before, max_retrievals)
+        return dict(self._json("PUT", f"/v1/deposits/{name}/policy", json_body=body))
+
+    def entropy(self, n: int) -> bytes:
+        return self._send("GET", "/v1/entropy", params={"bytes": n}).content
+
+    def whoami(self) -> dict[str, Any]:
+        return dict(self._json("GET", "/v1/whoami"))
+
+    # -- admin ------------------------------------------------------------------------------------
+    def create_org(self, name: str) -> dict[str, Any]:
+        return dict(self._json("POST", "/v1/admin/orgs", json_body={"name": name}))
+
+    def list_orgs(self) -> list[dict[str, Any]]:
+        return list(self._json("GET", "/v1/admin/orgs"))
+
+    def rotate_org_secret(self, name: str) -> dict[str, Any]:
+        return dict(self._json("POST", f"/v1/admin/orgs/{name}/rotate-secret"))
+
+    def list_clients(self) -> list[dict[str, Any]]:
+        return list(self._json("GET", "/v1/admin/clients"))
+
+    def set_client_status(self, client_id: str, action: str) -> dict[str, Any]:
+        return dict(self._json("POST", f"/v1/admin/clients/{client_id}/{action}"))
+
+    def list_groups(self, org: str) -> list[dict[str, Any]]:
+        return list(self._json("GET", f"/v1/admin/orgs/{org}/groups"))
+
+    def create_group(self, org: str, name: str) -> dict[str, Any]:
+        return dict(self._json("POST", f"/v1/admin/orgs/{org}/groups", json_body={"name": name}))
+
+    def change_group(self, org: str, name: str, add: list[str] = [], remove: list[str] = []) -> dict[str, Any]:  # noqa: B006
+        return dict(self._json("PATCH", f"/v1/admin/orgs/{org}/groups/{name}", json_body={"add": add, "remove": remove}))
+
+    def delete_group(self, org: str, name: str) -> dict[str, Any]:
+        return dict(self._json("DELETE", f"/v1/admin/orgs/{org}/groups/{name}"))
+
+    def rotate_master_key(self) -> dict[str, Any]:
+        return dict(self._json("POST", "/v1/admin/rotate-master-key"))
+
+    def seal(self) -> dict[str, Any]:
+        return dict(self._json("POST", "/v1/admin/seal"))
+
+    def unseal(self, passphrase: str) -> dict[str, Any]:
+        return dict(self._json("POST", "/v1/unseal", json_body={"passphrase": passphrase}))
+
+    def audit_tail(self, after: int = -1, limit: int = 50) -> list[dict[str, Any]]:
+        return list(self._json("GET", "/v1/admin/audit", params={"after": after, "limit": limit}))
+
+    def health(self) -> dict[str, Any]:
+        return dict(self._json("GET", "/health", sign=False))

@@ -1,0 +1,1 @@
+"""Small, named primitives over pyca/cryptography. No I/O lives here."""

@@ -1,0 +1,1 @@
+"""The key trustee server: storage -> barrier -> logic -> api (see ARCHITECTURE)."""

@@ -1,0 +1,343 @@
+"""The HTTP API (docs/API.md): routes, JSON errors, body limits and metrics over the Service."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Literal, TypeVar
+
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from strongroom.crypto import reqsig
+from strongroom.server.errors import ApiError, BadRequest, TooLarge
+from strongroom.server.nodes import NodeAgent
+from strongroom.server.service import MAX_ENTROPY, Policy, Service, SignedRequest
+
+log = logging.getLogger("strongroom.server.api")
+T = TypeVar("T")
+TICK_SECONDS = 0.5
+_AUTH_HEADERS = (reqsig.HEADER_CLIENT, reqsig.HEADER_TIME, reqsig.HEADER_NONCE, reqsig.HEADER_SIG)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class PolicyModel(Strict):
+    readers: list[str] = Field(default_factory=list, max_length=1000, description="client:ID or group:NAME")
+    expires_at: float | None = Field(default=None, description="Unix time after which gets answer 410")
+    not_before: float | None = Field(default=None, description="Unix time before which gets answer 403")
+    max_retrievals: int | None = Field(default=None, ge=1, le=2**31 - 1)
+
+    def to_policy(self) -> Policy:
+        return Policy(tuple(self.readers), self.expires_at, self.not_before, self.max_retrievals)
+
+
+class PutRequest(Strict):
+    data: str = Field(description="the deposit content, standard base64")
+    policy: PolicyModel | None = None
+
+
+class RegisterRequest(Strict):
+    org: str = Field(max_length=64)
+    auth_secret: str = Field(max_length=256)
+    name: str = Field(max_length=128)
+    public_key: str = Field(max_length=64, description="Ed25519 public key, base64url without padding")
+
+
+class UnsealRequest(Strict):
+    passphrase: str = Field(min_length=1, max_length=4096)
+
+
+class NameRequest(Strict):
+    name: str = Field(max_length=64)
+
+
+class GroupChange(Strict):
+    add: list[str] = Field(default_factory=list, max_length=1000)
+    remove: list[str] = Field(default_factory=list, max_length=1000)
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": code, "message": message}, status_code=status)
+
+
+class BodyLimit:
+    """Refuse request bodies over a limit with 413 before reading them into memory."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for k, v in scope.get("headers", []):
+            if k == b"content-length":
+                try:
+                    too_big = int(v) > self.limit
+                except ValueError:
+                    too_big = True
+                if too_big:
+                    await _error(413, "too_large", f"request body over {self.limit} bytes")(scope, receive, send)
+                    return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body", b""))
+                if seen > self.limit:
+                    raise _BodyTooLarge()
+            return msg
+
+        try:
+            await self.app(scope, limited, send)
+        except _BodyTooLarge:
+            await _error(413, "too_large", f"request body over {self.limit} bytes")(scope, receive, send)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "strongroom_requests", "HTTP requests answered", ["route", "method", "status"], registry=self.registry
+        )
+        self.latency = Histogram(
+            "strongroom_request_seconds",
+            "HTTP request latency",
+            ["route", "method"],
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+            registry=self.registry,
+        )
+        self.sealed = Gauge("strongroom_sealed", "1 while this server process is sealed", registry=self.registry)
+
+
+def create_app(service: Service, agent: NodeAgent | None = None) -> FastAPI:
+    limit = service.config.deposit_limit * 4 // 3 + 65536
+    metrics = Metrics()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        task = None
+        if agent is not None:
+            await run_in_threadpool(agent.join)
+
+            async def ticker() -> None:
+                while True:
+                    try:
+                        await run_in_threadpool(agent.tick)
+                    except Exception as e:  # noqa: BLE001 - a database outage must not kill the loop
+                        log.warning("seal-state tick failed: %s", type(e).__name__)
+                    await asyncio.sleep(TICK_SECONDS)
+
+            task = asyncio.create_task(ticker())
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                await run_in_threadpool(agent.leave)  # type: ignore[union-attr]
+
+    app = FastAPI(
+        title="Strongroom key trustee",
+        version="1",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        description="Deposits, policy, entropy and audit. Every /v1 route except /v1/register is signed: see docs/API.md.",
+    )
+
+    @app.middleware("http")
+    async def measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        start = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        path = getattr(route, "path", "unmatched")
+        metrics.requests.labels(path, request.method, str(response.status_code)).inc()
+        metrics.latency.labels(path, request.method).observe(time.perf_counter() - start)
+        return response
+
+    app.add_middleware(BodyLimit, limit=limit)
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_r: Request, e: ApiError) -> JSONResponse:
+        return _error(e.status, e.code, e.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_r: Request, e: RequestValidationError) -> JSONResponse:
+        parts = []
+        for err in e.errors()[:5]:
+            where = ".".join(str(x) for x in err.get("loc", ()) if x != "body")
+            parts.append(f"{where}: {err.get('msg', 'invalid')}")
+        return _error(422, "invalid_request", "; ".join(parts) or "invalid request")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_r: Request, e: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "bad_request")
+        return _error(e.status_code, code, str(e.detail))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_r: Request, e: Exception) -> JSONResponse:
+        # The type only: a message could carry request content.
+        log.error("internal error: %s", type(e).__name__)
+        return _error(500, "internal", "internal error; see the server log")
+
+    async def signed_request(request: Request) -> SignedRequest:
+        return SignedRequest(
+            method=request.method,
+            raw_path=(request.scope.get("raw_path") or request.scope["path"].encode()).decode("latin-1"),
+            raw_query=request.scope.get("query_string", b"").decode("latin-1"),
+            body=await request.body(),
+            headers={h: request.headers.get(h, "") for h in _AUTH_HEADERS},
+        )
+
+    async def signed(request: Request, fn: Callable[[Any], T], admin: bool = False) -> T:
+        return await run_in_threadpool(service.signed, await signed_request(request), fn, admin)
+
+    # -- public ------------------------------------------------------------------------------
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "sealed": service.barrier.sealed}
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics_endpoint() -> Response:
+        metrics.sealed.set(1 if service.barrier.sealed else 0)
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/v1/register", status_code=201)
+    async def register(body: RegisterRequest, request: Request) -> dict[str, Any]:
+        source = request.client.host if request.client else "unknown"
+        return await run_in_threadpool(service.register, body.org, body.auth_secret, body.name, body.public_key, source)
+
+    # -- clients -----------------------------------------------------------------------------
+    @app.get("/v1/whoami")
+    async def whoami(request: Request) -> dict[str, Any]:
+        return await signed(request, service.whoami)
+
+    @app.put("/v1/deposits/{name}", status_code=201)
+    async def put_deposit(name: str, body: PutRequest, request: Request) -> dict[str, Any]:
+        try:
+            data = base64.b64decode(body.data, validate=True)
+        except (binascii.Error, ValueError):
+            raise BadRequest("data must be standard base64") from None
+        if len(data) > service.config.deposit_limit:
+            raise TooLarge(f"deposit is larger than the server's limit of {service.config.deposit_limit} bytes")
+        policy = body.policy.to_policy() if body.policy is not None else None
+        return await signed(request, lambda ctx: service.put(ctx, name, data, policy))
+
+    @app.get("/v1/deposits/{name}")
+    async def get_deposit(
+        name: str,
+        request: Request,
+        owner: str | None = Query(default=None, max_length=32),
+        version: int | None = Query(default=None, ge=1, le=2**31 - 1),
+    ) -> dict[str, Any]:
+        out = await signed(request, lambda ctx: service.get(ctx, name, owner, version))
+        out["data"] = base64.b64encode(out["data"]).decode()
+        return out
+
+    @app.get("/v1/deposits")
+    async def list_deposits(request: Request, shared: bool = False) -> list[dict[str, Any]]:
+        return await signed(request, lambda ctx: service.list(ctx, shared))
+
+    @app.delete("/v1/deposits/{name}")
+    async def delete_deposit(name: str, request: Request) -> dict[str, Any]:
+        return await signed(request, lambda ctx: service.delete(ctx, name))
+
+    @app.put("/v1/deposits/{name}/policy")
+    async def set_policy(name: str, body: PolicyModel, request: Request) -> dict[str, Any]:
+        return await signed(request, lambda ctx: service.set_policy(ctx, name, body.to_policy()))
+
+    @app.get(
+        "/v1/entropy",
+        response_class=Response,
+        responses={200: {"content": {"application/octet-stream": {}}, "description": "N random bytes"}},
+    )
+    async def entropy(request: Request, bytes: int = Query(ge=1, le=MAX_ENTROPY)) -> Response:  # noqa: A002
+        n = bytes
+        data = await signed(request, lambda ctx: service.entropy(ctx, n))
+        return Response(data, media_type="application/octet-stream", headers={"cache-control": "no-store"})
+
+    # -- admin -------------------------------------------------------------------------------
+    @app.post("/v1/unseal")
+    async def unseal(body: UnsealRequest, request: Request) -> dict[str, Any]:
+        req = await signed_request(request)
+        return await run_in_threadpool(service.unseal, req, body.passphrase)
+
+    @app.post("/v1/admin/seal")
+    async def seal(request: Request) -> dict[str, Any]:
+        out = await signed(request, service.seal, admin=True)
+        service.barrier.seal()
+        return out
+
+    @app.post("/v1/admin/rotate-master-key")
+    async def rotate(request: Request) -> dict[str, Any]:
+        out = await signed(request, service.rotate_master_key, admin=True)
+        await run_in_threadpool(service.after_rotation)
+        return out
+
+    @app.post("/v1/admin/orgs", status_code=201)
+    async def create_org(body: NameRequest, request: Request) -> dict[str, Any]:
+        return await signed(request, lambda ctx: service.create_org(ctx, body.name), admin=True)
+
+    @app.get("/v1/admin/orgs")
+    async def list_orgs(request: Request) -> list[dict[str, Any]]:
+        return await signed(request, service.list_orgs, admin=True)
+
+    @app.post("/v1/admin/orgs/{org}/rotate-secret")
+    async def rotate_secret(org: str, request: Request) -> dict[str, Any]:
+        return await signed(request, lambda ctx: service.rotate_org_secret(ctx, org), admin=True)
+
+    @app.get("/v1/admin/clients")
+    async def list_clients(request: Request) -> list[dict[str, Any]]:
+        return await signed(request, service.list_clients, admin=True)
+
+    @app.post("/v1/admin/clients/{client_id}/{action}")
+    async def client_status(
+        client_id: str, action: Literal["enable", "disable", "revoke"], request: Request
+    ) -> dict[str, Any]:
+        status = {"enable": "active", "disable": "disabled", "revoke": "revoked"}[action]
+        return await signed(request, lambda ctx: service.set_client_status(ctx, client_id, status), admin=True)
+
+    @app.get("/v1/admin/orgs/{org}/groups")
+    async def list_groups(org: str, request: Request) -> list[dict[str, Any]]:
+        return await signed(request, lambda ctx: service.list_groups(ctx, org), admin=True)
+
+    @app.post("/v1/admin/orgs/{org}/groups", status_code=201)
+    async def create_group(org: str, body: NameRequest, request: Request) -> dict[str, Any]:
+        return await signed(request, lambda ctx: service.create_group(ctx, org, body.name), admin=True)
+
+    @app.patch("/v1/admin/orgs/{org}/groups/{name}")
+    async def change_group(org: str, name: str, body: GroupChange, request: Request) -> dict[str, Any]:
+        return await signed(request, lambda ctx: service.change_group(ctx, org, name, body.add, body.remove), admin=True)
+
+    @app.delete("/v1/admin/orgs/{org}/groups/{name}")
+    async def delete_group(org: str, name: str, request: Request) -> dict[str, Any]:
+        return await signed(request, lambda ctx: service.delete_group(ctx, org, name), admin=True)
+
+    @app.get("/v1/admin/audit")
+    async def audit_tail(
+        request: Request, after: int = Query(default=-1, ge=-1, le=2**62), limit: int = Query(default=50, ge=1, le=1000)
+    ) -> list[dict[str, Any]]:
+        return await signed(request, lambda ctx: service.audit_tail(ctx, after, limit), admin=True)
+
+    return app

@@ -1,0 +1,94 @@
+"""The server's data directory: its config, TLS files, node key, audit head and admin profile."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from strongroom.server.audit import HeadFile
+
+DEFAULT_DEPOSIT_LIMIT = 1 << 20
+
+
+class DataDirError(Exception):
+    pass
+
+
+@dataclass
+class ServerConfig:
+    db_url: str
+    deposit_limit: int = DEFAULT_DEPOSIT_LIMIT
+    names: list[str] = field(default_factory=lambda: ["localhost", "127.0.0.1"])
+    # A hardware source mixed into entropy answers (issue 5); "" means getrandom alone.
+    entropy_mix: str = ""
+
+
+class DataDir:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path).absolute()
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / "config.json"
+
+    @property
+    def tls(self) -> Path:
+        return self.path / "tls"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.tls / "ca.pem"
+
+    @property
+    def node_key_path(self) -> Path:
+        return self.path / "node.key"
+
+    @property
+    def admin_profile(self) -> Path:
+        return self.path / "admin"
+
+    @property
+    def head_file(self) -> HeadFile:
+        return HeadFile(self.path / "audit.head")
+
+    def default_sqlite_url(self) -> str:
+        return f"sqlite:///{self.path / 'strongroom.db'}"
+
+    def is_empty(self) -> bool:
+        return not self.path.exists() or not any(self.path.iterdir())
+
+    def create(self, config: ServerConfig) -> None:
+        if not self.is_empty():
+            raise DataDirError(f"{self.path} is not empty")
+        self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.path, 0o700)
+        self.write_config(config)
+        fd = os.open(self.node_key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(32))
+
+    def write_config(self, config: ServerConfig) -> None:
+        tmp = self.config_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(config.__dict__, indent=2) + "\n")
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, self.config_path)
+
+    def load_config(self) -> ServerConfig:
+        try:
+            raw = json.loads(self.config_path.read_text())
+            return ServerConfig(**raw)
+        except FileNotFoundError:
+            raise DataDirError(f"{self.path} is not a Strongroom data dir (no config.json); run 'strongroom server init'") from None
+        except (ValueError, TypeError) as e:
+            raise DataDirError(f"{self.config_path} is corrupt: {e}") from None
+
+    def node_key(self) -> bytes:
+        try:
+            key = self.node_key_path.read_bytes()
+        except FileNotFoundError:
+            raise DataDirError(f"{self.node_key_path} is missing") from None
+        if len(key) != 32:
+            raise DataDirError(f"{self.node_key_path} is corrupt")
+        return key

@@ -1,0 +1,135 @@
+"""`server start`: bind once, fork N workers that each run uvicorn on the shared socket.
+
+Forking (rather than uvicorn's spawn-based workers) lets the unseal key derived from the
+passphrase reach the workers through inherited memory only: never through the
+environment, a pipe or a file.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from types import FrameType
+
+from strongroom.server import barrier as barrier_mod
+from strongroom.server import storage, tls
+from strongroom.server.datadir import DataDir
+
+log = logging.getLogger("strongroom.server")
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"--listen must be HOST:PORT, got {listen!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def bind(listen: str) -> socket.socket:
+    host, port = parse_listen(listen)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def derive_unseal_key(data: DataDir, passphrase: str) -> bytes:
+    store = storage.Store(data.load_config().db_url)
+    try:
+        with store.read() as conn:
+            return barrier_mod.derive_unseal_key(conn, passphrase)
+    finally:
+        store.dispose()
+
+
+def _worker(sock: socket.socket, data: DataDir, unseal_key: bytes | None, log_level: str) -> None:
+    import uvicorn
+
+    from strongroom.server.api import create_app
+    from strongroom.server.nodes import NodeAgent
+    from strongroom.server.service import Service
+
+    config = data.load_config()
+    store = storage.Store(config.db_url)
+    bar = barrier_mod.Barrier()
+    if unseal_key is not None:
+        with store.read() as conn:
+            bar.unseal(conn, unseal_key, int(storage.get_meta(conn, "seal_epoch") or "1"))
+    service = Service(store, bar, data, config)
+    app = create_app(service, NodeAgent(store, bar, data.node_key()))
+    uconfig = uvicorn.Config(
+        app,
+        log_level=log_level,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=10,
+        ssl_certfile=str(data.tls / "server.pem"),
+        ssl_keyfile=str(data.tls / "server-key.pem"),
+        server_header=False,
+    )
+    uconfig.load()
+    uconfig.ssl = tls.server_context(data.tls)  # TLS 1.2 minimum, AEAD suites only
+    uvicorn.Server(uconfig).run(sockets=[sock])
+
+
+def serve(data: DataDir, listen: str, workers: int, unseal_key: bytes | None, log_level: str = "warning") -> int:
+    if workers < 1:
+        raise ValueError("--workers must be at least 1")
+    tls.server_context(data.tls)  # fail in the parent, with one message, on bad TLS files
+    sock = bind(listen)
+    children: dict[int, float] = {}
+    stopping = False
+
+    def spawn() -> None:
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                _worker(sock, data, unseal_key, log_level)
+            except BaseException as e:  # noqa: BLE001 - report and leave; the parent restarts us
+                print(f"strongroom worker {os.getpid()}: {type(e).__name__}: {e}", file=sys.stderr)
+                code = 1
+            finally:
+                os._exit(code)
+        children[pid] = time.monotonic()
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in list(children):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for _ in range(workers):
+        spawn()
+    host, port = parse_listen(listen)
+    print(f"strongroom server listening on https://{host}:{sock.getsockname()[1]} with {workers} worker(s)", flush=True)
+    while children:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+        started = children.pop(pid, None)
+        if started is None or stopping:
+            continue
+        log.error("worker %d exited (status %d); starting another", pid, status)
+        if time.monotonic() - started < 2:
+            time.sleep(1)  # a worker that dies at once should not spin the CPU
+        spawn()
+    sock.close()
+    return 0

@@ -1,0 +1,100 @@
+"""`server init`: data dir, database, TLS, key hierarchy, admin credential and first organization."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import select
+
+from strongroom.client.profile import Profile
+from strongroom.crypto.identity import Identity
+from strongroom.server import audit, barrier, storage, tls
+from strongroom.server.datadir import DataDir, DataDirError, ServerConfig
+from strongroom.server.service import SHORT_NAME_RE, check_name, new_client_id, new_secret, secret_hash
+
+
+@dataclass
+class InitResult:
+    org: str
+    auth_secret: str
+    admin_profile: Path
+    admin_id: str
+    db_url: str
+
+
+def database_is_initialized(store: storage.Store) -> bool:
+    from sqlalchemy import inspect
+
+    with store.wrap_errors():
+        return inspect(store.engine).has_table("meta")
+
+
+def _empty(path: Path, remove_dir: bool) -> None:
+    if remove_dir:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    for p in path.iterdir():
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+
+
+def init_server(
+    data: DataDir,
+    passphrase: str,
+    db_url: str | None = None,
+    names: list[str] | None = None,
+    org: str = "default",
+    server_url: str | None = None,
+    deposit_limit: int | None = None,
+) -> InitResult:
+    check_name(org, "organization name", SHORT_NAME_RE)
+    names = names or ["localhost", "127.0.0.1"]
+    url = db_url or data.default_sqlite_url()
+    config = ServerConfig(db_url=url, names=names)
+    if deposit_limit is not None:
+        config.deposit_limit = deposit_limit
+    if not data.is_empty():
+        raise DataDirError(f"{data.path} is not empty; pick a new data dir")
+    created_dir = not data.path.exists()
+    data.create(config)
+    store = storage.Store(url)
+    try:
+        if database_is_initialized(store):
+            raise DataDirError("that database already holds a Strongroom server; use an empty database")
+        tls.create(data.tls, names)
+        store.create_schema()
+        admin = Identity.generate()
+        admin_id = new_client_id()
+        secret = new_secret()
+        with store.wrap_errors(), store.engine.begin() as conn:
+            bar = barrier.Barrier()
+            bar.unseal(conn, barrier.initialize(conn, passphrase), 1)
+            head = conn.execute(select(storage.audit_head)).one()
+            aw = audit.AuditWriter(conn, head.seq, head.mac, bar.audit_key())
+            now = time.time()
+            conn.execute(
+                storage.clients.insert().values(
+                    id=admin_id, org_id=None, name="admin", public_key=admin.public_bytes(), role="admin", status="active", created=now
+                )
+            )
+            conn.execute(storage.orgs.insert().values(name=org, secret_hash=secret_hash(secret), created=now))
+            aw.append("init", "init", "", "ok", db="postgresql" if not store.is_sqlite else "sqlite")
+            aw.append("init", "org.create", org, "ok")
+        data.head_file.advance(aw.seq, aw.mac)
+    except BaseException:
+        # Leave nothing half-made behind: a rerun must start from an empty dir.
+        _empty(data.path, remove_dir=created_dir)
+        raise
+    finally:
+        store.dispose()
+    host = names[0]
+    url_host = f"[{host}]" if ":" in host else host
+    Profile(
+        data.admin_profile, [server_url or f"https://{url_host}:8443"], admin_id, admin, "admin", None, "admin"
+    ).save(data.ca_file.read_bytes())
+    return InitResult(org, secret, data.admin_profile, admin_id, url)
