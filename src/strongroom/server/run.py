@@ -49,6 +49,27 @@ def derive_unseal_key(data: DataDir, passphrase: str) -> bytes:
         store.dispose()
 
 
+def _make_server_class() -> type:
+    import asyncio
+
+    import uvicorn
+
+    class Server(uvicorn.Server):  # type: ignore[misc]
+        async def _wait_tasks_to_complete(self) -> None:
+            # Let in-flight requests finish, then drop idle keep-alive connections: closing
+            # a TLS transport politely waits for a close_notify that a client which is not
+            # reading never sends, which would stall every stop for the full timeout.
+            while self.server_state.tasks and not self.force_exit:
+                await asyncio.sleep(0.05)
+            for conn in list(self.server_state.connections):
+                transport = getattr(conn, "transport", None)
+                if transport is not None:
+                    transport.abort()
+            await super()._wait_tasks_to_complete()
+
+    return Server
+
+
 def _worker(sock: socket.socket, data: DataDir, unseal_key: bytes | None, log_level: str) -> None:
     import uvicorn
 
@@ -76,7 +97,7 @@ def _worker(sock: socket.socket, data: DataDir, unseal_key: bytes | None, log_le
     )
     uconfig.load()
     uconfig.ssl = tls.server_context(data.tls)  # TLS 1.2 minimum, AEAD suites only
-    uvicorn.Server(uconfig).run(sockets=[sock])
+    _make_server_class()(uconfig).run(sockets=[sock])
 
 
 def serve(data: DataDir, listen: str, workers: int, unseal_key: bytes | None, log_level: str = "warning") -> int:

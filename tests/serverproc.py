@@ -1,0 +1,129 @@
+"""Real servers for tests: init a data dir, start `strongroom server start` as a process over TLS."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from strongroom.client import Client
+from strongroom.server.datadir import DataDir
+from strongroom.server.setup import init_server
+
+PASSPHRASE = "test passphrase, not for production"
+
+
+def tls(ca: Path) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(ca))
+_names = itertools.count()
+
+
+def cli(*args: str, env: dict[str, str] | None = None, input: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "strongroom.cli.main", *args],
+        capture_output=True,
+        env={**os.environ, **(env or {})},
+        input=input,
+        timeout=timeout,
+    )
+
+
+class ServerProcess:
+    """One `strongroom server start` process tree on a data dir."""
+
+    def __init__(self, data: DataDir, workers: int = 1, sealed: bool = False, pwfile: Path | None = None) -> None:
+        self.data = data
+        args = [sys.executable, "-m", "strongroom.cli.main", "server", "start", "--data", str(data.path), "--listen", "127.0.0.1:0",
+                "--workers", str(workers)]
+        args += ["--sealed"] if sealed else ["--passphrase-file", str(pwfile)]
+        self.log = open(data.path.parent / f"server-{next(_names)}.log", "w+b")  # noqa: SIM115
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, start_new_session=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().decode()
+        if "listening on" not in line:
+            self.proc.wait(10)
+            self.log.seek(0)
+            raise RuntimeError(f"server did not start: {line!r} {self.log.read().decode()[-2000:]}")
+        self.url = line.split("listening on ")[1].split()[0]
+        self.wait_healthy()
+
+    def wait_healthy(self, timeout: float = 20) -> dict[str, Any]:
+        deadline = time.time() + timeout
+        while True:
+            try:
+                r = httpx.get(self.url + "/health", verify=tls(self.data.ca_file), timeout=2)
+                return dict(r.json())
+            except httpx.HTTPError:
+                if time.time() > deadline or self.proc.poll() is not None:
+                    raise
+                time.sleep(0.1)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        self.log.close()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+        self.log.close()
+
+
+class Deployment:
+    """A data dir with its database, the admin client, and any number of running server processes."""
+
+    def __init__(self, root: Path, db_url: str | None, deposit_limit: int | None = None) -> None:
+        self.root = root
+        self.data = DataDir(root / "data")
+        self.pwfile = root / "passphrase"
+        self.pwfile.write_text(PASSPHRASE + "\n")
+        res = init_server(self.data, PASSPHRASE, db_url, deposit_limit=deposit_limit)
+        self.org = res.org
+        self.secret = res.auth_secret
+        self.db_url = res.db_url
+        self.servers: list[ServerProcess] = []
+        self._clients: list[Client] = []
+
+    def start(self, workers: int = 1, sealed: bool = False) -> ServerProcess:
+        s = ServerProcess(self.data, workers, sealed, self.pwfile)
+        self.servers.append(s)
+        return s
+
+    @property
+    def url(self) -> str:
+        return self.servers[0].url
+
+    def admin(self, server: ServerProcess | None = None) -> Client:
+        from strongroom.client.profile import Profile
+
+        p = Profile.load(self.data.admin_profile)
+        c = Client([(server or self.servers[0]).url], p.client_id, p.identity, p.ca_file)
+        self._clients.append(c)
+        return c
+
+    def register(self, name: str | None = None, server: ServerProcess | None = None, urls: list[str] | None = None) -> Client:
+        name = name or f"host{next(_names)}"
+        c = Client.register(urls or [(server or self.servers[0]).url], self.org, self.secret, name, self.root / "profiles" / name, self.data.ca_file)
+        self._clients.append(c)
+        return c
+
+    def close(self) -> None:
+        for c in self._clients:
+            c.close()
+        for s in self.servers:
+            if s.proc.poll() is None:
+                s.stop()
