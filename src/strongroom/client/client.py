@@ -44,6 +44,8 @@ def _raise_for(resp: httpx.Response) -> None:
         raise errors.Gone(message)
     if s == 503 and code == "sealed":
         raise errors.Sealed(message)
+    if s == 503 and code == "integrity_error":
+        raise errors.IntegrityError(message)
     if s >= 500:
         raise errors.Unavailable(message)
     raise errors.InvalidRequest(message)
@@ -68,6 +70,7 @@ class Client:
         self.servers = [s.rstrip("/") for s in servers]
         self.client_id = client_id
         self._identity = identity
+        self.ca_file = ca_file
         self._http = httpx.Client(verify=_tls_context(ca_file), timeout=timeout, http2=False)
         self._current = 0
 

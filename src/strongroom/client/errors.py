@@ -27,6 +27,10 @@ class Unavailable(StrongroomError):
     """No server could be reached, or it could not reach its database."""
 
 
+class IntegrityError(Unavailable):
+    """The server found the stored deposit altered and refused to answer with it."""
+
+
 class InvalidRequest(StrongroomError):
     """The server refused the request as malformed, conflicting, too large or too frequent."""
 

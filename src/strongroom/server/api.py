@@ -94,25 +94,40 @@ class BodyLimit:
                 if too_big:
                     await _error(413, "too_large", f"request body over {self.limit} bytes")(scope, receive, send)
                     return
-        seen = 0
-
-        async def limited() -> Message:
-            nonlocal seen
+        if any(k == b"content-length" for k, _ in scope.get("headers", [])):
+            await self.app(scope, receive, send)  # the server enforces the declared length
+            return
+        # No declared length (chunked): read up to the limit here, then replay it.
+        body = bytearray()
+        while True:
             msg = await receive()
-            if msg["type"] == "http.request":
-                seen += len(msg.get("body", b""))
-                if seen > self.limit:
-                    raise _BodyTooLarge()
-            return msg
+            if msg["type"] != "http.request":
+                await self.app(scope, _replay(msg), send)
+                return
+            body += msg.get("body", b"")
+            if len(body) > self.limit:
+                await _error(413, "too_large", f"request body over {self.limit} bytes")(scope, receive, send)
+                return
+            if not msg.get("more_body", False):
+                break
+        await self.app(scope, _replay({"type": "http.request", "body": bytes(body), "more_body": False}, receive), send)
 
-        try:
-            await self.app(scope, limited, send)
-        except _BodyTooLarge:
-            await _error(413, "too_large", f"request body over {self.limit} bytes")(scope, receive, send)
+
+def _replay(first: Message, then: Receive | None = None) -> Receive:
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return first
+        if then is None:
+            return {"type": "http.disconnect"}
+        return await then()
+
+    return receive
 
 
-class _BodyTooLarge(Exception):
-    pass
 
 
 class Metrics:

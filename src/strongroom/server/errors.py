@@ -48,6 +48,12 @@ class Sealed(ApiError):
     status, code = 503, "sealed"
 
 
+class IntegrityFailure(ApiError):
+    """Stored data failed authentication: the database was altered behind the server's back."""
+
+    status, code = 503, "integrity_error"
+
+
 class Unavailable(ApiError):
     status, code = 503, "unavailable"
 

@@ -36,6 +36,7 @@ from strongroom.server.errors import (
     Conflict,
     Denied,
     Gone,
+    IntegrityFailure,
     NotFound,
     Refused,
     Sealed,
@@ -337,6 +338,15 @@ class Service:
         if dep.expires_at is not None and now >= dep.expires_at:
             ctx.audit.append(me.id, "get", target, "denied", reason="expired")
             raise Refused(Gone("deposit has expired"))
+        row = conn.execute(
+            select(st.deposit_versions).where(st.deposit_versions.c.deposit_id == dep.id, st.deposit_versions.c.version == v)
+        ).one()
+        try:
+            data = self.barrier.open_deposit(conn, dep.id, dep.owner_id, v, row.master_gen, row.wrapped_key, row.ciphertext)
+        except barrier_mod.aead.DecryptionError:
+            log.error("deposit %s version %d failed authentication: the database row was altered", target, v)
+            ctx.audit.append(me.id, "get", target, "error", reason="ciphertext failed authentication", version=v)
+            raise Refused(IntegrityFailure("deposit failed its integrity check; the operator has been told")) from None
         # One conditional update makes the retrieval count exact under concurrency.
         counted = conn.execute(
             update(st.deposits)
@@ -349,15 +359,6 @@ class Service:
         if counted != 1:
             ctx.audit.append(me.id, "get", target, "denied", reason="retrieval limit reached")
             raise Refused(Gone("deposit has reached its retrieval limit"))
-        row = conn.execute(
-            select(st.deposit_versions).where(st.deposit_versions.c.deposit_id == dep.id, st.deposit_versions.c.version == v)
-        ).one()
-        try:
-            data = self.barrier.open_deposit(conn, dep.id, dep.owner_id, v, row.master_gen, row.wrapped_key, row.ciphertext)
-        except barrier_mod.aead.DecryptionError:
-            log.error("deposit %s version %d failed authentication: the database row was altered", target, v)
-            ctx.audit.append(me.id, "get", target, "error", reason="ciphertext failed authentication", version=v)
-            raise Refused(Unavailable("deposit failed its integrity check; the operator has been told")) from None
         ctx.audit.append(me.id, "get", target, "ok", version=v)
         return {"name": name, "owner": dep.owner_id, "version": v, "data": data}
 

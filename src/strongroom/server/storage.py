@@ -195,7 +195,7 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(
             url,
             poolclass=NullPool,
-            connect_args={"check_same_thread": False, "timeout": 30, "isolation_level": None},
+            connect_args={"check_same_thread": False, "timeout": 5, "isolation_level": None},
         )
 
         @event.listens_for(engine, "connect")
@@ -204,7 +204,7 @@ def make_engine(url: str) -> Engine:
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=FULL")  # an acknowledged commit survives power loss
             cur.execute("PRAGMA foreign_keys=ON")
-            cur.execute("PRAGMA busy_timeout=30000")
+            cur.execute("PRAGMA busy_timeout=5000")
             cur.close()
 
         @event.listens_for(engine, "begin")

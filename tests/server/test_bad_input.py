@@ -1,0 +1,91 @@
+"""Malformed and hostile requests: always a 4xx with a JSON error body, never a 500 or a hang."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from strongroom.client import Client
+from tests.serverproc import Deployment, tls
+
+
+def send(c: Client, method: str, path: str, content: bytes = b"", headers: dict[str, str] | None = None) -> httpx.Response:
+    req = c._http.build_request(method, c.servers[0] + path, content=content, headers={"content-type": "application/json", **(headers or {})})
+    c._sign(req)
+    return c._http.send(req)
+
+
+def assert_json_error(r: httpx.Response, status: int | tuple[int, ...]) -> None:
+    want = status if isinstance(status, tuple) else (status,)
+    assert r.status_code in want, (r.status_code, r.text)
+    body = r.json()
+    assert set(body) == {"error", "message"} and body["message"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"{not json",
+        b"[]",
+        b'{"data": 5}',
+        b'{"data": "YQ==", "unknown": 1}',
+        b'{"data": "YQ==", "policy": {"max_retrievals": 0}}',
+        b'{"data": "YQ==", "policy": {"max_retrievals": "5"}}',
+        b'{"data": "YQ==", "policy": {"readers": "client:x"}}',
+        b'{"data": "YQ==", "policy": {"expires_at": "tomorrow"}}',
+        b'{"data": "not base64!"}',
+        b"\xff\xfe",
+        b"",
+    ],
+)
+def test_malformed_put_bodies(running: Deployment, body: bytes) -> None:
+    c = running.register()
+    assert_json_error(send(c, "PUT", "/v1/deposits/k", body), (400, 422))
+    assert c.list() == []
+
+
+@pytest.mark.parametrize("name", ["..", ".hidden", "a" * 129, "with space", "ünï", "%2e%2e", "a%2Fb"])
+def test_bad_names(running: Deployment, name: str) -> None:
+    c = running.register()
+    r = send(c, "PUT", f"/v1/deposits/{name}", b'{"data": "YQ=="}')
+    assert_json_error(r, (400, 404))
+
+
+def test_bad_query_values(running: Deployment) -> None:
+    c = running.register()
+    c.put("k", b"v")
+    for path in ("/v1/entropy?bytes=abc", "/v1/entropy", "/v1/entropy?bytes=99999999999999999999", "/v1/deposits/k?version=0",
+                 "/v1/deposits/k?version=-1", "/v1/deposits/k?owner=not-a-client", "/v1/admin/audit?limit=0"):
+        assert_json_error(send(c, "GET", path), (400, 403, 422))
+
+
+def test_oversize_bodies(running: Deployment) -> None:
+    c = running.register()
+    huge = b'{"data": "' + b"A" * (3 << 20) + b'"}'
+    assert_json_error(send(c, "PUT", "/v1/deposits/k", huge), 413)
+    # a lying content-length with a chunked body is also cut off
+    http = httpx.Client(verify=tls(running.data.ca_file))
+
+    def gen():  # type: ignore[no-untyped-def]
+        for _ in range(40):
+            yield b"A" * (100 << 10)
+
+    r = http.put(running.url + "/v1/deposits/k", content=gen())
+    assert_json_error(r, 413)
+    assert c.list() == []
+
+
+def test_unknown_routes_and_methods(running: Deployment) -> None:
+    http = httpx.Client(verify=tls(running.data.ca_file))
+    assert_json_error(http.get(running.url + "/nope"), 404)
+    assert_json_error(http.delete(running.url + "/health"), 405)
+    c = running.register()
+    assert_json_error(send(c, "POST", "/v1/admin/clients/c_AAAAAAAAAAAAAAAA/explode"), (403, 422))
+
+
+def test_register_bad_bodies(running: Deployment) -> None:
+    http = httpx.Client(verify=tls(running.data.ca_file))
+    for body in (b"{}", b'{"org": "default", "auth_secret": "x", "name": "n", "public_key": "short"}',
+                 b'{"org": "default", "auth_secret": "x", "name": "bad name", "public_key": "' + b"A" * 43 + b'"}',
+                 b'{"org": 1}', b"nope"):
+        assert_json_error(http.post(running.url + "/v1/register", content=body, headers={"content-type": "application/json"}), (400, 422))

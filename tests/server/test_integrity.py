@@ -1,0 +1,127 @@
+"""Tampering with the database: swapped or edited deposit rows fail to decrypt; audit edits are caught."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlalchemy import delete, select, update
+
+from strongroom.client.errors import IntegrityError
+from strongroom.server import storage
+from tests.serverproc import Deployment, cli
+
+
+def _verify(d: Deployment) -> tuple[int, dict]:
+    r = cli("server", "audit", "verify", "--data", str(d.data.path), "--passphrase-file", str(d.pwfile), "--json")
+    return r.returncode, json.loads(r.stdout or b"{}")
+
+
+def _rows(d: Deployment) -> storage.Store:
+    return storage.Store(d.db_url)
+
+
+def test_swapped_or_edited_deposit_rows_do_not_decrypt(running: Deployment) -> None:
+    a, b = running.register("a"), running.register("b")
+    a.put("ka", b"alpha secret")
+    b.put("kb", b"bravo secret")
+    store = _rows(running)
+    with store.read() as conn:
+        rows = {r.deposit_id: r for r in conn.execute(select(storage.deposit_versions))}
+        ida, idb = sorted(rows)
+        # move b's whole version row (ciphertext and wrapped key) under a's deposit
+        conn.execute(update(storage.deposit_versions).where(storage.deposit_versions.c.deposit_id == ida)
+                     .values(ciphertext=rows[idb].ciphertext, wrapped_key=rows[idb].wrapped_key))
+    with pytest.raises(IntegrityError):
+        a.get("ka")
+    with store.read() as conn:  # flip one ciphertext bit of b's deposit
+        ct = bytearray(rows[idb].ciphertext)
+        ct[20] ^= 1
+        conn.execute(update(storage.deposit_versions).where(storage.deposit_versions.c.deposit_id == idb).values(ciphertext=bytes(ct)))
+    with pytest.raises(IntegrityError):
+        b.get("kb")
+    with store.read() as conn:  # restore b, then hand b's deposit to a by editing the owner column
+        conn.execute(update(storage.deposit_versions).where(storage.deposit_versions.c.deposit_id == idb).values(ciphertext=rows[idb].ciphertext))
+    assert b.get("kb") == b"bravo secret"
+    with store.read() as conn:
+        conn.execute(update(storage.deposits).where(storage.deposits.c.id == idb).values(owner_id=a.client_id, name="stolen"))
+    with pytest.raises(IntegrityError):
+        a.get("stolen")
+    store.dispose()
+    assert running.admin().list_clients()  # the server stays healthy
+    failures = [e for e in running.admin().audit_tail(-1, 1000) if e["outcome"] == "error"]
+    assert len(failures) == 3
+    # failed integrity checks do not consume retrievals
+    assert [d["retrievals"] for d in a.list() if d["name"] == "ka"] == [0]
+
+
+def _setup_log(d: Deployment) -> None:
+    c = d.register()
+    for i in range(4):
+        c.put(f"k{i}", b"v")
+    code, out = _verify(d)
+    assert code == 0 and out["ok"], out
+
+
+def test_audit_edit_detected(running: Deployment) -> None:
+    _setup_log(running)
+    store = _rows(running)
+    with store.read() as conn:
+        conn.execute(update(storage.audit).where(storage.audit.c.seq == 4).values(detail='{"bytes":1,"version":9}'))
+    store.dispose()
+    code, out = _verify(running)
+    assert code == 1 and out["first_bad"] == 4
+
+
+def test_audit_removal_detected(running: Deployment) -> None:
+    _setup_log(running)
+    store = _rows(running)
+    with store.read() as conn:
+        conn.execute(delete(storage.audit).where(storage.audit.c.seq == 3))
+    store.dispose()
+    code, out = _verify(running)
+    assert code == 1 and out["first_bad"] == 3 and "missing" in out["reason"]
+
+
+def test_audit_reorder_detected(running: Deployment) -> None:
+    _setup_log(running)
+    store = _rows(running)
+    cols = ("ts", "actor", "action", "target", "outcome", "detail", "mac")
+    with store.read() as conn:
+        r3, r4 = (conn.execute(select(storage.audit).where(storage.audit.c.seq == s)).one() for s in (3, 4))
+        conn.execute(update(storage.audit).where(storage.audit.c.seq == 3).values({c: getattr(r4, c) for c in cols}))
+        conn.execute(update(storage.audit).where(storage.audit.c.seq == 4).values({c: getattr(r3, c) for c in cols}))
+    store.dispose()
+    code, out = _verify(running)
+    assert code == 1 and out["first_bad"] == 3
+
+
+def test_audit_truncation_detected_by_data_dir_head(running: Deployment) -> None:
+    _setup_log(running)
+    running.servers[0].stop()
+    store = _rows(running)
+    with store.read() as conn:
+        last = conn.execute(select(storage.audit_head)).one().seq
+        keep = conn.execute(select(storage.audit).where(storage.audit.c.seq == last - 2)).one()
+        conn.execute(delete(storage.audit).where(storage.audit.c.seq > last - 2))
+        conn.execute(update(storage.audit_head).values(seq=keep.seq, mac=keep.mac))  # a consistent-looking database
+    store.dispose()
+    code, out = _verify(running)
+    assert code == 1 and "truncated" in out["reason"]
+
+
+def test_no_secret_in_audit_or_logs(running: Deployment) -> None:
+    c = running.register()
+    secret = b"TOPSECRET-" + b"q" * 20
+    c.put("k", secret)
+    c.get("k")
+    entries = json.dumps(running.admin().audit_tail(-1, 1000))
+    assert "TOPSECRET" not in entries and running.secret not in entries
+    running.servers[0].stop()
+    log_text = b"".join(p.read_bytes() for p in running.root.glob("server-*.log"))
+    assert b"TOPSECRET" not in log_text and running.secret.encode() not in log_text
+    # nor anywhere in the database file in plaintext (SQLite only: a file we can read)
+    db = running.data.path / "strongroom.db"
+    if db.exists():
+        raw = b"".join(p.read_bytes() for p in running.data.path.glob("strongroom.db*"))
+        assert b"TOPSECRET" not in raw
