@@ -18,9 +18,7 @@ import psycopg
 def _bin(name: str) -> str:
     found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
     if not found:
-        raise RuntimeError(
-            f"PostgreSQL's {name} is not installed: run the README's test command (it installs postgresql)"
-        )
+        raise RuntimeError(f"PostgreSQL's {name} is not installed: run the README's test command (it installs postgresql)")
     return found[-1]
 
 
@@ -56,7 +54,8 @@ class PgCluster:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{db}"
 
     def start(self) -> None:
-        opts = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=on -c synchronous_commit=on"
+        opts = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c max_connections=300"
+        opts += " -c fsync=on -c synchronous_commit=on"
         subprocess.run(
             [*self._as_user, _bin("pg_ctl"), "-D", str(self.data), "-o", opts, "-l", str(self.dir / "log"), "-w", "start"],
             check=True,

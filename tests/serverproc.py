@@ -23,10 +23,17 @@ PASSPHRASE = "test passphrase, not for production"
 
 def tls(ca: Path) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=str(ca))
+
+
 _names = itertools.count()
 
 
-def cli(*args: str, env: dict[str, str] | None = None, input: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
+def cli(
+    *args: str,
+    env: dict[str, str] | None = None,
+    input: bytes | None = None,  # noqa: A002 - mirrors subprocess.run
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
         [sys.executable, "-m", "strongroom.cli.main", *args],
         capture_output=True,
@@ -41,8 +48,19 @@ class ServerProcess:
 
     def __init__(self, data: DataDir, workers: int = 1, sealed: bool = False, pwfile: Path | None = None) -> None:
         self.data = data
-        args = [sys.executable, "-m", "strongroom.cli.main", "server", "start", "--data", str(data.path), "--listen", "127.0.0.1:0",
-                "--workers", str(workers)]
+        args = [
+            sys.executable,
+            "-m",
+            "strongroom.cli.main",
+            "server",
+            "start",
+            "--data",
+            str(data.path),
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            str(workers),
+        ]
         args += ["--sealed"] if sealed else ["--passphrase-file", str(pwfile)]
         self.log = open(data.path.parent / f"server-{next(_names)}.log", "w+b")  # noqa: SIM115
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, start_new_session=True)
@@ -117,7 +135,14 @@ class Deployment:
 
     def register(self, name: str | None = None, server: ServerProcess | None = None, urls: list[str] | None = None) -> Client:
         name = name or f"host{next(_names)}"
-        c = Client.register(urls or [(server or self.servers[0]).url], self.org, self.secret, name, self.root / "profiles" / name, self.data.ca_file)
+        c = Client.register(
+            urls or [(server or self.servers[0]).url],
+            self.org,
+            self.secret,
+            name,
+            self.root / "profiles" / name,
+            self.data.ca_file,
+        )
         self._clients.append(c)
         return c
 

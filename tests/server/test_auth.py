@@ -60,7 +60,9 @@ def test_timestamp_window(running: Deployment) -> None:
 def test_body_is_covered_by_signature(running: Deployment) -> None:
     c = running.register()
     http = httpx.Client(verify=tls(running.data.ca_file))
-    req = c._http.build_request("PUT", c.servers[0] + "/v1/deposits/k", content=b'{"data":"YQ=="}', headers={"content-type": "application/json"})
+    req = c._http.build_request(
+        "PUT", c.servers[0] + "/v1/deposits/k", content=b'{"data":"YQ=="}', headers={"content-type": "application/json"}
+    )
     c._sign(req)
     tampered = httpx.Request("PUT", req.url, content=b'{"data":"Yg=="}', headers=dict(req.headers))
     assert http.send(tampered).status_code == 401

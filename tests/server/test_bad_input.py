@@ -10,7 +10,9 @@ from tests.serverproc import Deployment, tls
 
 
 def send(c: Client, method: str, path: str, content: bytes = b"", headers: dict[str, str] | None = None) -> httpx.Response:
-    req = c._http.build_request(method, c.servers[0] + path, content=content, headers={"content-type": "application/json", **(headers or {})})
+    req = c._http.build_request(
+        method, c.servers[0] + path, content=content, headers={"content-type": "application/json", **(headers or {})}
+    )
     c._sign(req)
     return c._http.send(req)
 
@@ -54,8 +56,15 @@ def test_bad_names(running: Deployment, name: str) -> None:
 def test_bad_query_values(running: Deployment) -> None:
     c = running.register()
     c.put("k", b"v")
-    for path in ("/v1/entropy?bytes=abc", "/v1/entropy", "/v1/entropy?bytes=99999999999999999999", "/v1/deposits/k?version=0",
-                 "/v1/deposits/k?version=-1", "/v1/deposits/k?owner=not-a-client", "/v1/admin/audit?limit=0"):
+    for path in (
+        "/v1/entropy?bytes=abc",
+        "/v1/entropy",
+        "/v1/entropy?bytes=99999999999999999999",
+        "/v1/deposits/k?version=0",
+        "/v1/deposits/k?version=-1",
+        "/v1/deposits/k?owner=not-a-client",
+        "/v1/admin/audit?limit=0",
+    ):
         assert_json_error(send(c, "GET", path), (400, 403, 422))
 
 
@@ -85,7 +94,13 @@ def test_unknown_routes_and_methods(running: Deployment) -> None:
 
 def test_register_bad_bodies(running: Deployment) -> None:
     http = httpx.Client(verify=tls(running.data.ca_file))
-    for body in (b"{}", b'{"org": "default", "auth_secret": "x", "name": "n", "public_key": "short"}',
-                 b'{"org": "default", "auth_secret": "x", "name": "bad name", "public_key": "' + b"A" * 43 + b'"}',
-                 b'{"org": 1}', b"nope"):
-        assert_json_error(http.post(running.url + "/v1/register", content=body, headers={"content-type": "application/json"}), (400, 422))
+    for body in (
+        b"{}",
+        b'{"org": "default", "auth_secret": "x", "name": "n", "public_key": "short"}',
+        b'{"org": "default", "auth_secret": "x", "name": "bad name", "public_key": "' + b"A" * 43 + b'"}',
+        b'{"org": 1}',
+        b"nope",
+    ):
+        assert_json_error(
+            http.post(running.url + "/v1/register", content=body, headers={"content-type": "application/json"}), (400, 422)
+        )

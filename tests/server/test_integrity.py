@@ -30,18 +30,27 @@ def test_swapped_or_edited_deposit_rows_do_not_decrypt(running: Deployment) -> N
         rows = {r.deposit_id: r for r in conn.execute(select(storage.deposit_versions))}
         ida, idb = sorted(rows)
         # move b's whole version row (ciphertext and wrapped key) under a's deposit
-        conn.execute(update(storage.deposit_versions).where(storage.deposit_versions.c.deposit_id == ida)
-                     .values(ciphertext=rows[idb].ciphertext, wrapped_key=rows[idb].wrapped_key))
+        conn.execute(
+            update(storage.deposit_versions)
+            .where(storage.deposit_versions.c.deposit_id == ida)
+            .values(ciphertext=rows[idb].ciphertext, wrapped_key=rows[idb].wrapped_key)
+        )
     with pytest.raises(IntegrityError):
         a.get("ka")
     with store.read() as conn:  # flip one ciphertext bit of b's deposit
         ct = bytearray(rows[idb].ciphertext)
         ct[20] ^= 1
-        conn.execute(update(storage.deposit_versions).where(storage.deposit_versions.c.deposit_id == idb).values(ciphertext=bytes(ct)))
+        conn.execute(
+            update(storage.deposit_versions).where(storage.deposit_versions.c.deposit_id == idb).values(ciphertext=bytes(ct))
+        )
     with pytest.raises(IntegrityError):
         b.get("kb")
     with store.read() as conn:  # restore b, then hand b's deposit to a by editing the owner column
-        conn.execute(update(storage.deposit_versions).where(storage.deposit_versions.c.deposit_id == idb).values(ciphertext=rows[idb].ciphertext))
+        conn.execute(
+            update(storage.deposit_versions)
+            .where(storage.deposit_versions.c.deposit_id == idb)
+            .values(ciphertext=rows[idb].ciphertext)
+        )
     assert b.get("kb") == b"bravo secret"
     with store.read() as conn:
         conn.execute(update(storage.deposits).where(storage.deposits.c.id == idb).values(owner_id=a.client_id, name="stolen"))

@@ -50,7 +50,9 @@ def test_started_sealed_until_unsealed_everywhere(deployment: Deployment) -> Non
     bad.write_text("wrong")
     r = cli("server", "unseal", "--data", str(deployment.data.path), "--server", s1.url, "--passphrase-file", str(bad))
     assert r.returncode == 1 and b"wrong passphrase" in r.stderr
-    r = cli("server", "unseal", "--data", str(deployment.data.path), "--server", s1.url, "--passphrase-file", str(deployment.pwfile))
+    r = cli(
+        "server", "unseal", "--data", str(deployment.data.path), "--server", s1.url, "--passphrase-file", str(deployment.pwfile)
+    )
     assert r.returncode == 0, r.stderr
     clients: list[Client] = []
 
@@ -96,8 +98,12 @@ def test_rotation_rewraps_keys_not_ciphertext(deployment: Deployment) -> None:
     store = storage.Store(deployment.db_url)
     with store.read() as conn:
         unseal = barrier.derive_unseal_key(conn, PASSPHRASE)
-        old_master = aead.unwrap_key(unseal, conn.execute(select(storage.master_keys.c.wrapped)).scalar_one(), barrier._master_aad(1))
-        before = {(r.deposit_id, r.version): (r.ciphertext, r.wrapped_key) for r in conn.execute(select(storage.deposit_versions))}
+        old_master = aead.unwrap_key(
+            unseal, conn.execute(select(storage.master_keys.c.wrapped)).scalar_one(), barrier._master_aad(1)
+        )
+        before = {
+            (r.deposit_id, r.version): (r.ciphertext, r.wrapped_key) for r in conn.execute(select(storage.deposit_versions))
+        }
     r = cli("server", "rotate-master-key", "--data", str(deployment.data.path), "--server", s1.url, "--json")
     assert r.returncode == 0, r.stderr
     assert b'"generation": 2' in r.stdout

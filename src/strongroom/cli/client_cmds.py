@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
-from strongroom.cli.common import CliError, emit, json_option, open_client, profile_option
+from strongroom.cli.common import CliError, console, emit, json_option, open_client, profile_option
 from strongroom.client import Client
 from strongroom.client.profile import default_path
 
@@ -28,13 +27,13 @@ def parse_when(value: str | None) -> float | None:
     m = _DURATION.match(value.strip())
     if m:
         mult = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
-        return datetime.datetime.now(datetime.timezone.utc).timestamp() + int(m.group(1)) * mult
+        return datetime.datetime.now(datetime.UTC).timestamp() + int(m.group(1)) * mult
     try:
         t = datetime.datetime.fromisoformat(value)
     except ValueError:
         raise CliError(f"not a duration (30m, 12h, 7d) or ISO 8601 time: {value!r}") from None
     if t.tzinfo is None:
-        t = t.replace(tzinfo=datetime.timezone.utc)
+        t = t.replace(tzinfo=datetime.UTC)
     return t.timestamp()
 
 
@@ -52,13 +51,31 @@ def _has_policy(readers: tuple[str, ...], expires: str | None, not_before: str |
 @click.command("register")
 @click.option("--server", "servers", multiple=True, required=True, help="Server URL (repeat for failover).")
 @click.option("--org", required=True, help="Organization to join.")
-@click.option("--auth-secret", envvar="STRONGROOM_AUTH_SECRET", required=True, help="The organization's auth secret (or STRONGROOM_AUTH_SECRET).")
-@click.option("--ca", "ca_file", type=click.Path(dir_okay=False, exists=True, path_type=Path), help="CA certificate of the server.")
+@click.option(
+    "--auth-secret",
+    envvar="STRONGROOM_AUTH_SECRET",
+    required=True,
+    help="The organization's auth secret (or STRONGROOM_AUTH_SECRET).",
+)
+@click.option(
+    "--ca", "ca_file", type=click.Path(dir_okay=False, exists=True, path_type=Path), help="CA certificate of the server."
+)
 @click.option("--name", default=None, help="A name for this host (default: its hostname).")
-@click.option("--profile", envvar="STRONGROOM_PROFILE", type=click.Path(file_okay=False, path_type=Path), help="Where to store the profile.")
+@click.option(
+    "--profile", envvar="STRONGROOM_PROFILE", type=click.Path(file_okay=False, path_type=Path), help="Where to store the profile."
+)
 @click.option("--force", is_flag=True, help="Replace an existing profile.")
 @json_option
-def register(servers: tuple[str, ...], org: str, auth_secret: str, ca_file: Path | None, name: str | None, profile: Path | None, force: bool, as_json: bool) -> None:
+def register(
+    servers: tuple[str, ...],
+    org: str,
+    auth_secret: str,
+    ca_file: Path | None,
+    name: str | None,
+    profile: Path | None,
+    force: bool,
+    as_json: bool,
+) -> None:
     """Make this host's keypair, register its public key, and save the profile (0600).
 
     \b
@@ -71,7 +88,11 @@ def register(servers: tuple[str, ...], org: str, auth_secret: str, ca_file: Path
     hostname = re.sub(r"[^A-Za-z0-9._@-]", "-", socket.gethostname())[:100] or "host"
     c = Client.register(list(servers), org, auth_secret, name or hostname, path, ca_file)
     c.close()
-    emit({"client_id": c.client_id, "profile": str(path), "org": org}, as_json, lambda o: click.echo(f"registered as {o['client_id']}; profile in {o['profile']}"))
+    emit(
+        {"client_id": c.client_id, "profile": str(path), "org": org},
+        as_json,
+        lambda o: click.echo(f"registered as {o['client_id']}; profile in {o['profile']}"),
+    )
 
 
 @click.command("whoami")
@@ -89,7 +110,17 @@ def whoami(profile: Path | None, servers: tuple[str, ...], as_json: bool) -> Non
 @policy_options
 @profile_option
 @json_option
-def put(name: str, source: Any, readers: tuple[str, ...], expires: str | None, not_before: str | None, max_retrievals: int | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
+def put(
+    name: str,
+    source: Any,
+    readers: tuple[str, ...],
+    expires: str | None,
+    not_before: str | None,
+    max_retrievals: int | None,
+    profile: Path | None,
+    servers: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Deposit a key or secret from FILE or stdin; a put on an existing name adds a version.
 
     \b
@@ -99,7 +130,12 @@ def put(name: str, source: Any, readers: tuple[str, ...], expires: str | None, n
     data = source.read()
     kw: dict[str, Any] = {}
     if _has_policy(readers, expires, not_before, max_retrievals):
-        kw = dict(readers=list(readers), expires_at=parse_when(expires), not_before=parse_when(not_before), max_retrievals=max_retrievals)
+        kw = dict(
+            readers=list(readers),
+            expires_at=parse_when(expires),
+            not_before=parse_when(not_before),
+            max_retrievals=max_retrievals,
+        )
     with open_client(profile, servers) as c:
         version = c.put(name, data, **kw)
     emit({"name": name, "version": version}, as_json, lambda o: click.echo(f"{o['name']}: version {o['version']}"))
@@ -109,10 +145,20 @@ def put(name: str, source: Any, readers: tuple[str, ...], expires: str | None, n
 @click.argument("name")
 @click.option("--version", type=click.IntRange(1), help="A version (default: the latest).")
 @click.option("--owner", help="The owner's client id, for a deposit shared with you.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file (mode 0600) instead of stdout.")
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file (mode 0600) instead of stdout."
+)
 @profile_option
 @json_option
-def get(name: str, version: int | None, owner: str | None, output: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
+def get(
+    name: str,
+    version: int | None,
+    owner: str | None,
+    output: Path | None,
+    profile: Path | None,
+    servers: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Retrieve a deposit (policy permitting).
 
     \b
@@ -145,9 +191,21 @@ def ls(shared: bool, profile: Path | None, servers: tuple[str, ...], as_json: bo
         t = Table("name", "owner", "versions", "gets", "readers", "expires", "max gets")
         for r in rows:
             p = r["policy"]
-            exp = datetime.datetime.fromtimestamp(p["expires_at"], datetime.timezone.utc).isoformat(timespec="seconds") if p["expires_at"] else ""
-            t.add_row(r["name"], r["owner"], str(r["latest_version"]), str(r["retrievals"]), " ".join(p["readers"]), exp, str(p["max_retrievals"] or ""))
-        Console().print(t)
+            exp = (
+                datetime.datetime.fromtimestamp(p["expires_at"], datetime.UTC).isoformat(timespec="seconds")
+                if p["expires_at"]
+                else ""
+            )
+            t.add_row(
+                r["name"],
+                r["owner"],
+                str(r["latest_version"]),
+                str(r["retrievals"]),
+                " ".join(p["readers"]),
+                exp,
+                str(p["max_retrievals"] or ""),
+            )
+        console().print(t)
 
     with open_client(profile, servers) as c:
         emit(c.list(shared=shared), as_json, human)
@@ -169,10 +227,25 @@ def rm(name: str, profile: Path | None, servers: tuple[str, ...], as_json: bool)
 @policy_options
 @profile_option
 @json_option
-def policy(name: str, readers: tuple[str, ...], expires: str | None, not_before: str | None, max_retrievals: int | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
+def policy(
+    name: str,
+    readers: tuple[str, ...],
+    expires: str | None,
+    not_before: str | None,
+    max_retrievals: int | None,
+    profile: Path | None,
+    servers: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Replace the policy of a deposit of yours (no options: owner only, no limits)."""
     with open_client(profile, servers) as c:
-        out = c.set_policy(name, readers=list(readers), expires_at=parse_when(expires), not_before=parse_when(not_before), max_retrievals=max_retrievals)
+        out = c.set_policy(
+            name,
+            readers=list(readers),
+            expires_at=parse_when(expires),
+            not_before=parse_when(not_before),
+            max_retrievals=max_retrievals,
+        )
     emit(out, as_json, lambda o: click.echo(f"{name}: readers {' '.join(o['policy']['readers']) or '(owner only)'}"))
 
 

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from rich.console import Console
 
 from strongroom.client import Client
 from strongroom.client.errors import StrongroomError
 from strongroom.client.profile import default_path
 from strongroom.server.datadir import DataDir, DataDirError
-from strongroom.server.storage import StorageUnavailable
+from strongroom.server.errors import StorageUnavailable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -132,11 +133,30 @@ def profile_option(f: F) -> F:
 def open_client(profile: Path | None, servers: tuple[str, ...] = (), data_dir: Path | None = None, admin: bool = False) -> Client:
     from strongroom.client.profile import Profile
 
-    if profile is None and admin and data_dir is not None:
+    if admin and profile is None:
+        if data_dir is None:
+            raise CliError("no admin profile: pass --data DIR (uses DIR/admin), --profile DIR, or set STRONGROOM_DATA")
         profile = DataDir(data_dir).admin_profile
     p = Profile.load(profile if profile is not None else default_path())
     return Client(list(servers) or p.servers, p.client_id, p.identity, p.ca_file)
 
 
 def admin_options(f: F) -> F:
-    return data_option(profile_option(f))
+    f = click.option(
+        "--server",
+        "servers",
+        multiple=True,
+        help="Use this server URL instead of the admin profile's (repeat for failover).",
+    )(f)
+    f = click.option(
+        "--profile",
+        envvar="STRONGROOM_ADMIN_PROFILE",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Admin profile dir (or STRONGROOM_ADMIN_PROFILE; default DATA/admin).",
+    )(f)
+    return data_option(f)
+
+
+def console() -> Console:
+    # Tables piped to a file or a pager keep their full width instead of 80 columns.
+    return Console() if sys.stdout.isatty() else Console(width=200)

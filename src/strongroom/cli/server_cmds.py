@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from strongroom.cli.common import (
     CliError,
     Group,
     admin_options,
+    console,
     data_option,
     emit,
     json_option,
@@ -30,7 +30,7 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
     t = Table(*columns)
     for r in rows:
         t.add_row(*("" if r.get(c) is None else str(r.get(c)) for c in columns))
-    Console().print(t)
+    console().print(t)
 
 
 @click.group(cls=Group)
@@ -41,15 +41,23 @@ def server() -> None:
 @server.command("init")
 @data_option
 @click.option("--db", "db_url", help="Database URL: sqlite:///PATH (default: a file in the data dir) or postgresql://...")
-@click.option("--san", "names", multiple=True, help="A DNS name or IP for the TLS certificate (repeatable; default localhost, 127.0.0.1).")
+@click.option(
+    "--san", "names", multiple=True, help="A DNS name or IP for the TLS certificate (repeatable; default localhost, 127.0.0.1)."
+)
 @click.option("--org", default="default", show_default=True, help="Name of the first organization.")
 @click.option("--server-url", help="URL written into the admin profile (default https://NAME:8443).")
 @click.option("--deposit-limit", type=click.IntRange(1, 64 << 20), help="Largest deposit in bytes (default 1 MiB).")
 @passphrase_option
 @json_option
 def server_init(
-    data_dir: Path | None, db_url: str | None, names: tuple[str, ...], org: str, server_url: str | None,
-    deposit_limit: int | None, passphrase_file: Path | None, as_json: bool,
+    data_dir: Path | None,
+    db_url: str | None,
+    names: tuple[str, ...],
+    org: str,
+    server_url: str | None,
+    deposit_limit: int | None,
+    passphrase_file: Path | None,
+    as_json: bool,
 ) -> None:
     """Create a server: database, TLS CA and certificate, sealed master key, admin credential, first org.
 
@@ -86,7 +94,9 @@ def server_init(
 @click.option("--sealed", is_flag=True, help="Start sealed, without asking for the passphrase.")
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 @passphrase_option
-def server_start(data_dir: Path | None, listen: str, workers: int, sealed: bool, log_level: str, passphrase_file: Path | None) -> None:
+def server_start(
+    data_dir: Path | None, listen: str, workers: int, sealed: bool, log_level: str, passphrase_file: Path | None
+) -> None:
     """Serve the API over HTTPS until SIGTERM or SIGINT.
 
     \b
@@ -114,7 +124,9 @@ def server_start(data_dir: Path | None, listen: str, workers: int, sealed: bool,
 @admin_options
 @passphrase_option
 @json_option
-def server_unseal(data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], passphrase_file: Path | None, as_json: bool) -> None:
+def server_unseal(
+    data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], passphrase_file: Path | None, as_json: bool
+) -> None:
     """Unseal a running server (every process on its database follows)."""
     pw = read_passphrase(passphrase_file)
     with open_client(profile, servers, data_dir, admin=True) as c:
@@ -150,7 +162,11 @@ def server_backup(data_dir: Path | None, out_path: Path, passphrase_file: Path |
 
     data = require_data(data_dir)
     counts = write_backup_file(data, read_passphrase(passphrase_file), out_path)
-    emit({"out": str(out_path), "rows": counts}, as_json, lambda o: click.echo(f"backup written to {o['out']} ({sum(counts.values())} rows)"))
+    emit(
+        {"out": str(out_path), "rows": counts},
+        as_json,
+        lambda o: click.echo(f"backup written to {o['out']} ({sum(counts.values())} rows)"),
+    )
 
 
 @server.command("restore")
@@ -192,7 +208,11 @@ def audit_verify(data_dir: Path | None, passphrase_file: Path | None, as_json: b
     except barrier.WrongPassphrase:
         raise CliError("wrong passphrase") from None
     out = {"ok": res.ok, "entries": res.entries, "first_bad": res.first_bad, "reason": res.reason}
-    emit(out, as_json, lambda o: click.echo(f"audit log intact: {o['entries']} entries" if o["ok"] else f"audit log damaged: {o['reason']}"))
+    emit(
+        out,
+        as_json,
+        lambda o: click.echo(f"audit log intact: {o['entries']} entries" if o["ok"] else f"audit log damaged: {o['reason']}"),
+    )
     if not res.ok:
         sys.exit(1)
 
@@ -202,7 +222,9 @@ def audit_verify(data_dir: Path | None, passphrase_file: Path | None, as_json: b
 @click.option("-n", "limit", default=20, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new entries.")
 @json_option
-def audit_tail(data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], limit: int, follow: bool, as_json: bool) -> None:
+def audit_tail(
+    data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], limit: int, follow: bool, as_json: bool
+) -> None:
     """Print the newest audit entries."""
 
     def show(rows: list[dict[str, Any]]) -> None:
@@ -261,7 +283,11 @@ def org_list(data_dir: Path | None, profile: Path | None, servers: tuple[str, ..
 def org_rotate(name: str, data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
     """Replace an organization's auth secret; the old one stops working at once."""
     with open_client(profile, servers, data_dir, admin=True) as c:
-        emit(c.rotate_org_secret(name), as_json, lambda o: click.echo(f"organization {o['name']}: new auth secret {o['auth_secret']}"))
+        emit(
+            c.rotate_org_secret(name),
+            as_json,
+            lambda o: click.echo(f"organization {o['name']}: new auth secret {o['auth_secret']}"),
+        )
 
 
 @click.group("client", cls=Group)
@@ -305,7 +331,9 @@ def group_group() -> None:
 @click.option("--org", "org_name", default="default", show_default=True)
 @admin_options
 @json_option
-def group_create(name: str, org_name: str, data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
+def group_create(
+    name: str, org_name: str, data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool
+) -> None:
     """Create a group."""
     with open_client(profile, servers, data_dir, admin=True) as c:
         emit(c.create_group(org_name, name), as_json, lambda o: click.echo(f"group {o['name']} created in {o['org']}"))
@@ -317,10 +345,22 @@ def group_create(name: str, org_name: str, data_dir: Path | None, profile: Path 
 @click.option("--org", "org_name", default="default", show_default=True)
 @admin_options
 @json_option
-def group_add(name: str, client_ids: tuple[str, ...], org_name: str, data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
+def group_add(
+    name: str,
+    client_ids: tuple[str, ...],
+    org_name: str,
+    data_dir: Path | None,
+    profile: Path | None,
+    servers: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Add clients to a group."""
     with open_client(profile, servers, data_dir, admin=True) as c:
-        emit(c.change_group(org_name, name, add=list(client_ids)), as_json, lambda o: click.echo(f"{o['name']}: {', '.join(o['members'])}"))
+        emit(
+            c.change_group(org_name, name, add=list(client_ids)),
+            as_json,
+            lambda o: click.echo(f"{o['name']}: {', '.join(o['members'])}"),
+        )
 
 
 @group_group.command("rm")
@@ -329,11 +369,23 @@ def group_add(name: str, client_ids: tuple[str, ...], org_name: str, data_dir: P
 @click.option("--org", "org_name", default="default", show_default=True)
 @admin_options
 @json_option
-def group_rm(name: str, client_ids: tuple[str, ...], org_name: str, data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
+def group_rm(
+    name: str,
+    client_ids: tuple[str, ...],
+    org_name: str,
+    data_dir: Path | None,
+    profile: Path | None,
+    servers: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Remove clients from a group; with no client, delete the group."""
     with open_client(profile, servers, data_dir, admin=True) as c:
         if client_ids:
-            emit(c.change_group(org_name, name, remove=list(client_ids)), as_json, lambda o: click.echo(f"{o['name']}: {', '.join(o['members']) or '(empty)'}"))
+            emit(
+                c.change_group(org_name, name, remove=list(client_ids)),
+                as_json,
+                lambda o: click.echo(f"{o['name']}: {', '.join(o['members']) or '(empty)'}"),
+            )
         else:
             emit(c.delete_group(org_name, name), as_json, lambda o: click.echo(f"group {o['name']} deleted"))
 
@@ -345,4 +397,8 @@ def group_rm(name: str, client_ids: tuple[str, ...], org_name: str, data_dir: Pa
 def group_ls(org_name: str, data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
     """List groups and their members."""
     with open_client(profile, servers, data_dir, admin=True) as c:
-        emit(c.list_groups(org_name), as_json, lambda rows: _table([{**r, "members": " ".join(r["members"])} for r in rows], ["name", "members"]))
+        emit(
+            c.list_groups(org_name),
+            as_json,
+            lambda rows: _table([{**r, "members": " ".join(r["members"])} for r in rows], ["name", "members"]),
+        )

@@ -17,6 +17,9 @@ from strongroom.client.profile import Profile
 from strongroom.crypto import reqsig
 from strongroom.crypto.identity import Identity, b64u
 
+Records = list[dict[str, Any]]
+Strings = list[str]
+
 _CONNECT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError)
 
 
@@ -56,7 +59,7 @@ class Client:
 
     def __init__(
         self,
-        servers: list[str],
+        servers: Strings,
         client_id: str,
         identity: Identity,
         ca_file: str | os.PathLike[str] | None = None,
@@ -82,7 +85,7 @@ class Client:
     @classmethod
     def register(
         cls,
-        servers: list[str],
+        servers: Strings,
         org: str,
         auth_secret: str,
         name: str,
@@ -136,9 +139,7 @@ class Client:
         n = len(self.servers)
         for i in range(n):
             idx = (self._current + i) % n
-            request = self._http.build_request(
-                method, self.servers[idx] + path, params=params, content=content, headers=headers
-            )
+            request = self._http.build_request(method, self.servers[idx] + path, params=params, content=content, headers=headers)
             if sign:
                 self._sign(request)  # a fresh nonce for every attempt
             try:
@@ -163,7 +164,9 @@ class Client:
 
     # -- deposits ---------------------------------------------------------------------------------
     @staticmethod
-    def _policy(readers: list[str] | None, expires_at: float | None, not_before: float | None, max_retrievals: int | None) -> dict[str, Any]:
+    def _policy(
+        readers: Strings | None, expires_at: float | None, not_before: float | None, max_retrievals: int | None
+    ) -> dict[str, Any]:
         return {
             "readers": list(readers or []),
             "expires_at": expires_at,
@@ -176,7 +179,7 @@ class Client:
         name: str,
         data: bytes,
         *,
-        readers: list[str] | None = None,
+        readers: Strings | None = None,
         expires_at: float | None = None,
         not_before: float | None = None,
         max_retrievals: int | None = None,
@@ -199,14 +202,14 @@ class Client:
     def delete(self, name: str) -> None:
         self._send("DELETE", f"/v1/deposits/{name}")
 
-    def list(self, shared: bool = False) -> list[dict[str, Any]]:
+    def list(self, shared: bool = False) -> Records:
         return list(self._json("GET", "/v1/deposits", params={"shared": "true"} if shared else None))
 
     def set_policy(
         self,
         name: str,
         *,
-        readers: list[str] | None = None,
+        readers: Strings | None = None,
         expires_at: float | None = None,
         not_before: float | None = None,
         max_retrievals: int | None = None,
@@ -224,25 +227,25 @@ class Client:
     def create_org(self, name: str) -> dict[str, Any]:
         return dict(self._json("POST", "/v1/admin/orgs", json_body={"name": name}))
 
-    def list_orgs(self) -> list[dict[str, Any]]:
+    def list_orgs(self) -> Records:
         return list(self._json("GET", "/v1/admin/orgs"))
 
     def rotate_org_secret(self, name: str) -> dict[str, Any]:
         return dict(self._json("POST", f"/v1/admin/orgs/{name}/rotate-secret"))
 
-    def list_clients(self) -> list[dict[str, Any]]:
+    def list_clients(self) -> Records:
         return list(self._json("GET", "/v1/admin/clients"))
 
     def set_client_status(self, client_id: str, action: str) -> dict[str, Any]:
         return dict(self._json("POST", f"/v1/admin/clients/{client_id}/{action}"))
 
-    def list_groups(self, org: str) -> list[dict[str, Any]]:
+    def list_groups(self, org: str) -> Records:
         return list(self._json("GET", f"/v1/admin/orgs/{org}/groups"))
 
     def create_group(self, org: str, name: str) -> dict[str, Any]:
         return dict(self._json("POST", f"/v1/admin/orgs/{org}/groups", json_body={"name": name}))
 
-    def change_group(self, org: str, name: str, add: list[str] = [], remove: list[str] = []) -> dict[str, Any]:  # noqa: B006
+    def change_group(self, org: str, name: str, add: Strings = [], remove: Strings = []) -> dict[str, Any]:  # noqa: B006
         return dict(self._json("PATCH", f"/v1/admin/orgs/{org}/groups/{name}", json_body={"add": add, "remove": remove}))
 
     def delete_group(self, org: str, name: str) -> dict[str, Any]:
@@ -257,7 +260,7 @@ class Client:
     def unseal(self, passphrase: str) -> dict[str, Any]:
         return dict(self._json("POST", "/v1/unseal", json_body={"passphrase": passphrase}))
 
-    def audit_tail(self, after: int = -1, limit: int = 50) -> list[dict[str, Any]]:
+    def audit_tail(self, after: int = -1, limit: int = 50) -> Records:
         return list(self._json("GET", "/v1/admin/audit", params={"after": after, "limit": limit}))
 
     def health(self) -> dict[str, Any]:

@@ -76,7 +76,15 @@ class Profile:
             servers = [str(s) for s in doc["servers"]]
             if not servers:
                 raise ValueError("no server URL")
-            return cls(p, servers, str(doc["client_id"]), identity, str(doc.get("name", "")), doc.get("org"), str(doc.get("role", "client")))
+            return cls(
+                p,
+                servers,
+                str(doc["client_id"]),
+                identity,
+                str(doc.get("name", "")),
+                doc.get("org"),
+                str(doc.get("role", "client")),
+            )
         except FileNotFoundError:
             raise ProfileError(f"no client profile at {p}: run 'strongroom register' or pass --profile") from None
         except (ValueError, KeyError, TypeError) as e:

@@ -38,9 +38,7 @@ class Identity:
         return cls(Ed25519PrivateKey.from_private_bytes(raw))
 
     def private_bytes(self) -> bytes:
-        return self._key.private_bytes(
-            serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption()
-        )
+        return self._key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption())
 
     def public_bytes(self) -> bytes:
         return self._key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)

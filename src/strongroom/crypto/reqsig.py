@@ -12,9 +12,7 @@ HEADER_SIG = "x-strongroom-signature"
 MAX_SKEW_SECONDS = 300
 
 
-def string_to_sign(
-    method: str, raw_path: str, raw_query: str, body: bytes, timestamp: str, nonce: str, client_id: str
-) -> bytes:
+def string_to_sign(method: str, raw_path: str, raw_query: str, body: bytes, timestamp: str, nonce: str, client_id: str) -> bytes:
     return "\n".join(
         [
             SCHEME,

@@ -128,8 +128,6 @@ def _replay(first: Message, then: Receive | None = None) -> Receive:
     return receive
 
 
-
-
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -272,7 +270,7 @@ def create_app(service: Service, agent: NodeAgent | None = None) -> FastAPI:
 
     @app.get("/v1/deposits")
     async def list_deposits(request: Request, shared: bool = False) -> list[dict[str, Any]]:
-        return await signed(request, lambda ctx: service.list(ctx, shared))
+        return await signed(request, lambda ctx: service.list_deposits(ctx, shared))
 
     @app.delete("/v1/deposits/{name}")
     async def delete_deposit(name: str, request: Request) -> dict[str, Any]:
@@ -327,9 +325,7 @@ def create_app(service: Service, agent: NodeAgent | None = None) -> FastAPI:
         return await signed(request, service.list_clients, admin=True)
 
     @app.post("/v1/admin/clients/{client_id}/{action}")
-    async def client_status(
-        client_id: str, action: Literal["enable", "disable", "revoke"], request: Request
-    ) -> dict[str, Any]:
+    async def client_status(client_id: str, action: Literal["enable", "disable", "revoke"], request: Request) -> dict[str, Any]:
         status = {"enable": "active", "disable": "disabled", "revoke": "revoked"}[action]
         return await signed(request, lambda ctx: service.set_client_status(ctx, client_id, status), admin=True)
 

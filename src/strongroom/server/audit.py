@@ -8,20 +8,18 @@ rewriting the head row) is caught as long as the data dir is intact.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import hmac
 import json
-import os
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.engine import Connection
 
 from strongroom.server import storage as st
+from strongroom.server.headfile import HeadFile
 
 GENESIS = bytes(32)
 _DOMAIN = b"strongroom audit v1"
@@ -44,9 +42,7 @@ class AuditWriter:
         self.mac = head_mac
         self._key = key
 
-    def append(
-        self, actor: str, action: str, target: str = "", outcome: str = "ok", **detail: Any
-    ) -> None:
+    def append(self, actor: str, action: str, target: str = "", outcome: str = "ok", **detail: Any) -> None:
         seq = self.seq + 1
         ts = time.time()
         detail_text = json.dumps(detail, separators=(",", ":"), sort_keys=True)
@@ -58,36 +54,6 @@ class AuditWriter:
         )
         self._conn.execute(update(st.audit_head).where(st.audit_head.c.id == 1).values(seq=seq, mac=mac))
         self.seq, self.mac = seq, mac
-
-
-class HeadFile:
-    """The chain head mirrored in the data dir: 'seq mac_hex', only ever moved forward."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def read(self) -> tuple[int, bytes] | None:
-        try:
-            text = self.path.read_text().strip()
-        except FileNotFoundError:
-            return None
-        if not text:
-            return None
-        seq, mac = text.split()
-        return int(seq), bytes.fromhex(mac)
-
-    def advance(self, seq: int, mac: bytes, force: bool = False) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            current = os.read(fd, 200).decode().split()
-            if not force and current and int(current[0]) >= seq:
-                return
-            data = f"{seq} {mac.hex()}\n".encode().ljust(80)
-            os.pwrite(fd, data, 0)
-            os.ftruncate(fd, len(data))
-        finally:
-            os.close(fd)
 
 
 @dataclass

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from strongroom.server.audit import HeadFile
+from strongroom.server.headfile import HeadFile
 
 DEFAULT_DEPOSIT_LIMIT = 1 << 20
 
@@ -80,7 +80,9 @@ class DataDir:
             raw = json.loads(self.config_path.read_text())
             return ServerConfig(**raw)
         except FileNotFoundError:
-            raise DataDirError(f"{self.path} is not a Strongroom data dir (no config.json); run 'strongroom server init'") from None
+            raise DataDirError(
+                f"{self.path} is not a Strongroom data dir (no config.json); run 'strongroom server init'"
+            ) from None
         except (ValueError, TypeError) as e:
             raise DataDirError(f"{self.config_path} is corrupt: {e}") from None
 

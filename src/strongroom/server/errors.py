@@ -64,3 +64,7 @@ class Refused(Exception):
     def __init__(self, error: ApiError) -> None:
         super().__init__(error.message)
         self.error = error
+
+
+class StorageUnavailable(Exception):
+    """The database cannot be reached or refused the operation for a transient reason."""

@@ -47,7 +47,10 @@ class NodeAgent:
         with self.store.read() as conn:
             conn.execute(
                 st.nodes.insert().values(
-                    id=self.node_id, public_key=self.box.public, tag=self._tag(self.node_id, self.box.public), heartbeat=time.time()
+                    id=self.node_id,
+                    public_key=self.box.public,
+                    tag=self._tag(self.node_id, self.box.public),
+                    heartbeat=time.time(),
                 )
             )
 
@@ -89,7 +92,9 @@ class NodeAgent:
                     log.error("node row %s is not signed with this data dir's node key; not unsealing it", n.id)
                     continue
                 conn.execute(
-                    st.grants.insert().values(node_id=n.id, epoch=epoch, box=sealedbox.seal_to(n.public_key, unseal_key, _grant_aad(n.id, epoch)))
+                    st.grants.insert().values(
+                        node_id=n.id, epoch=epoch, box=sealedbox.seal_to(n.public_key, unseal_key, _grant_aad(n.id, epoch))
+                    )
                 )
             if now - self._last_cleanup > 10:
                 self._last_cleanup = now
@@ -98,4 +103,3 @@ class NodeAgent:
                 conn.execute(delete(st.nodes).where(st.nodes.c.heartbeat < now - FORGET_SECONDS))
                 conn.execute(delete(st.grants).where(st.grants.c.epoch != epoch))
                 conn.execute(delete(st.nonces).where(st.nonces.c.expires < now))
-

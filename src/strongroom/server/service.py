@@ -24,7 +24,7 @@ from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
 
-from strongroom.crypto import reqsig
+from strongroom.crypto import aead, reqsig
 from strongroom.crypto.identity import b64u, unb64u, verify
 from strongroom.server import audit as audit_mod
 from strongroom.server import barrier as barrier_mod
@@ -40,6 +40,7 @@ from strongroom.server.errors import (
     NotFound,
     Refused,
     Sealed,
+    StorageUnavailable,
     TooLarge,
     TooMany,
     Unauthorized,
@@ -150,7 +151,7 @@ class Service:
                     result = fn(conn, aw)
                 except Refused as r:
                     refused = r.error
-        except st.StorageUnavailable as e:
+        except StorageUnavailable as e:
             raise Unavailable(f"database unavailable ({e})") from None
         self.head_file.advance(aw.seq, aw.mac)
         if refused is not None:
@@ -192,7 +193,9 @@ class Service:
             raise Refused(Denied(f"this client is {client.status}"))
         try:
             with conn.begin_nested():
-                conn.execute(st.nonces.insert().values(client_id=client_id, nonce=nonce, expires=int(ts) + 2 * reqsig.MAX_SKEW_SECONDS))
+                conn.execute(
+                    st.nonces.insert().values(client_id=client_id, nonce=nonce, expires=int(ts) + 2 * reqsig.MAX_SKEW_SECONDS)
+                )
         except IntegrityError:
             raise Unauthorized("replayed request (nonce already used)") from None
         return client
@@ -221,7 +224,13 @@ class Service:
                 with conn.begin_nested():
                     conn.execute(
                         st.clients.insert().values(
-                            id=client_id, org_id=row.id, name=name, public_key=pub, role="client", status="active", created=time.time()
+                            id=client_id,
+                            org_id=row.id,
+                            name=name,
+                            public_key=pub,
+                            role="client",
+                            status="active",
+                            created=time.time(),
                         )
                     )
             except IntegrityError:
@@ -272,9 +281,7 @@ class Service:
         conn, me = ctx.conn, ctx.client
         rows = self._policy_rows(conn, me, policy) if policy is not None else []
         now = time.time()
-        dep = conn.execute(
-            select(st.deposits).where(st.deposits.c.owner_id == me.id, st.deposits.c.name == name)
-        ).one_or_none()
+        dep = conn.execute(select(st.deposits).where(st.deposits.c.owner_id == me.id, st.deposits.c.name == name)).one_or_none()
         if dep is None:
             deposit_id = conn.execute(
                 st.deposits.insert()
@@ -300,17 +307,21 @@ class Service:
     def _may_see(self, conn: Connection, me: Row[Any], dep: Row[Any]) -> bool:
         if dep.owner_id == me.id:
             return True
-        member_groups = select(st.groups.c.name).join(
-            st.group_members, st.group_members.c.group_id == st.groups.c.id
-        ).where(st.group_members.c.client_id == me.id)
+        member_groups = (
+            select(st.groups.c.name)
+            .join(st.group_members, st.group_members.c.group_id == st.groups.c.id)
+            .where(st.group_members.c.client_id == me.id)
+        )
         hit = conn.execute(
-            select(st.deposit_readers.c.kind).where(
+            select(st.deposit_readers.c.kind)
+            .where(
                 st.deposit_readers.c.deposit_id == dep.id,
                 or_(
                     and_(st.deposit_readers.c.kind == "client", st.deposit_readers.c.principal == me.id),
                     and_(st.deposit_readers.c.kind == "group", st.deposit_readers.c.principal.in_(member_groups)),
                 ),
-            ).limit(1)
+            )
+            .limit(1)
         ).first()
         return hit is not None
 
@@ -334,7 +345,9 @@ class Service:
         now = time.time()
         if dep.not_before is not None and now < dep.not_before:
             ctx.audit.append(me.id, "get", target, "denied", reason="not yet retrievable")
-            raise Refused(Denied(f"deposit is not retrievable before {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(dep.not_before))}"))
+            raise Refused(
+                Denied(f"deposit is not retrievable before {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(dep.not_before))}")
+            )
         if dep.expires_at is not None and now >= dep.expires_at:
             ctx.audit.append(me.id, "get", target, "denied", reason="expired")
             raise Refused(Gone("deposit has expired"))
@@ -343,7 +356,7 @@ class Service:
         ).one()
         try:
             data = self.barrier.open_deposit(conn, dep.id, dep.owner_id, v, row.master_gen, row.wrapped_key, row.ciphertext)
-        except barrier_mod.aead.DecryptionError:
+        except aead.DecryptionError:
             log.error("deposit %s version %d failed authentication: the database row was altered", target, v)
             ctx.audit.append(me.id, "get", target, "error", reason="ciphertext failed authentication", version=v)
             raise Refused(IntegrityFailure("deposit failed its integrity check; the operator has been told")) from None
@@ -381,16 +394,21 @@ class Service:
             },
         }
 
-    def list(self, ctx: Ctx, shared: bool) -> list[dict[str, Any]]:
+    def list_deposits(self, ctx: Ctx, shared: bool) -> list[dict[str, Any]]:
         conn, me = ctx.conn, ctx.client
         if shared:
             candidates = conn.execute(
-                select(st.deposits).join(st.deposit_readers, st.deposit_readers.c.deposit_id == st.deposits.c.id)
-                .where(st.deposits.c.owner_id != me.id).distinct().order_by(st.deposits.c.owner_id, st.deposits.c.name)
+                select(st.deposits)
+                .join(st.deposit_readers, st.deposit_readers.c.deposit_id == st.deposits.c.id)
+                .where(st.deposits.c.owner_id != me.id)
+                .distinct()
+                .order_by(st.deposits.c.owner_id, st.deposits.c.name)
             ).all()
             deps = [d for d in candidates if self._may_see(conn, me, d)]
         else:
-            deps = list(conn.execute(select(st.deposits).where(st.deposits.c.owner_id == me.id).order_by(st.deposits.c.name)).all())
+            deps = list(
+                conn.execute(select(st.deposits).where(st.deposits.c.owner_id == me.id).order_by(st.deposits.c.name)).all()
+            )
         return [self._describe(conn, d) for d in deps]
 
     def _own(self, ctx: Ctx, name: str, action: str) -> Row[Any]:
@@ -438,7 +456,7 @@ class Service:
         return {"name": name, "auth_secret": secret}
 
     def list_orgs(self, ctx: Ctx) -> list[dict[str, Any]]:
-        counts = dict(
+        counts: dict[int, int] = dict(
             ctx.conn.execute(select(st.clients.c.org_id, func.count()).group_by(st.clients.c.org_id)).tuples().all()
         )
         return [
@@ -521,7 +539,9 @@ class Service:
             if not CLIENT_ID_RE.match(cid):
                 raise BadRequest(f"bad client id {cid!r}")
         for cid in add:
-            ok = ctx.conn.execute(select(st.clients.c.id).where(st.clients.c.id == cid, st.clients.c.org_id == o.id)).one_or_none()
+            ok = ctx.conn.execute(
+                select(st.clients.c.id).where(st.clients.c.id == cid, st.clients.c.org_id == o.id)
+            ).one_or_none()
             if ok is None:
                 raise BadRequest(f"client {cid} is not in organization {org}")
             present = ctx.conn.execute(
@@ -541,7 +561,9 @@ class Service:
         if g is None:
             raise NotFound(f"no group {name} in {org}")
         ctx.conn.execute(delete(st.group_members).where(st.group_members.c.group_id == g.id))
-        ctx.conn.execute(delete(st.deposit_readers).where(st.deposit_readers.c.kind == "group", st.deposit_readers.c.principal == name))
+        ctx.conn.execute(
+            delete(st.deposit_readers).where(st.deposit_readers.c.kind == "group", st.deposit_readers.c.principal == name)
+        )
         ctx.conn.execute(delete(st.groups).where(st.groups.c.id == g.id))
         ctx.audit.append(ctx.client.id, "group.delete", f"{org}/{name}", "ok")
         return {"org": org, "name": name, "deleted": True}
@@ -573,7 +595,7 @@ class Service:
                 epoch = int(st.get_meta(conn, "seal_epoch") or "1")
         except Refused as r:
             raise r.error from None
-        except st.StorageUnavailable as e:
+        except StorageUnavailable as e:
             raise Unavailable(f"database unavailable ({e})") from None
         if not self.barrier.sealed:
             return {"sealed": False, "changed": False}
@@ -589,12 +611,23 @@ class Service:
 
     def audit_tail(self, ctx: Ctx, after: int, limit: int) -> list[dict[str, Any]]:
         rows = ctx.conn.execute(
-            select(st.audit).where(st.audit.c.seq > after).order_by(st.audit.c.seq.desc() if after < 0 else st.audit.c.seq).limit(limit)
+            select(st.audit)
+            .where(st.audit.c.seq > after)
+            .order_by(st.audit.c.seq.desc() if after < 0 else st.audit.c.seq)
+            .limit(limit)
         ).all()
         if after < 0:
             rows = list(reversed(rows))
         return [
-            {"seq": r.seq, "ts": r.ts, "actor": r.actor, "action": r.action, "target": r.target, "outcome": r.outcome, "detail": json.loads(r.detail)}
+            {
+                "seq": r.seq,
+                "ts": r.ts,
+                "actor": r.actor,
+                "action": r.action,
+                "target": r.target,
+                "outcome": r.outcome,
+                "detail": json.loads(r.detail),
+            }
             for r in rows
         ]
 

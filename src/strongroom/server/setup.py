@@ -79,7 +79,13 @@ def init_server(
             now = time.time()
             conn.execute(
                 storage.clients.insert().values(
-                    id=admin_id, org_id=None, name="admin", public_key=admin.public_bytes(), role="admin", status="active", created=now
+                    id=admin_id,
+                    org_id=None,
+                    name="admin",
+                    public_key=admin.public_bytes(),
+                    role="admin",
+                    status="active",
+                    created=now,
                 )
             )
             conn.execute(storage.orgs.insert().values(name=org, secret_hash=secret_hash(secret), created=now))
@@ -94,7 +100,7 @@ def init_server(
         store.dispose()
     host = names[0]
     url_host = f"[{host}]" if ":" in host else host
-    Profile(
-        data.admin_profile, [server_url or f"https://{url_host}:8443"], admin_id, admin, "admin", None, "admin"
-    ).save(data.ca_file.read_bytes())
+    Profile(data.admin_profile, [server_url or f"https://{url_host}:8443"], admin_id, admin, "admin", None, "admin").save(
+        data.ca_file.read_bytes()
+    )
     return InitResult(org, secret, data.admin_profile, admin_id, url)

@@ -31,6 +31,8 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
+from strongroom.server.errors import StorageUnavailable
+
 SCHEMA_VERSION = "1"
 
 metadata = MetaData()
@@ -177,10 +179,6 @@ grants = Table(
 )
 
 
-class StorageUnavailable(Exception):
-    """The database cannot be reached or refused the operation for a transient reason."""
-
-
 def normalize_url(url: str) -> str:
     if url.startswith("postgresql://") or url.startswith("postgres://"):
         return "postgresql+psycopg://" + url.split("://", 1)[1]
@@ -250,7 +248,12 @@ class Store:
             yield
         except DBAPIError as e:
             if e.connection_invalidated or _is_transient(e):
-                raise StorageUnavailable(type(e.orig).__name__ if e.orig else "database error") from None
+                # The driver's first line says what failed (refused, locked, no such file);
+                # it carries no request content or key material.
+                detail = (
+                    str(e.orig).strip().splitlines()[0][:200] if e.orig is not None and str(e.orig).strip() else "database error"
+                )
+                raise StorageUnavailable(detail) from None
             raise
 
     @contextlib.contextmanager
@@ -262,9 +265,7 @@ class Store:
     def action(self) -> Iterator[tuple[Connection, int, bytes]]:
         """A write transaction holding the audit head lock: yields (conn, head_seq, head_mac)."""
         with self.wrap_errors(), self.engine.begin() as conn:
-            row = conn.execute(
-                select(audit_head.c.seq, audit_head.c.mac).where(audit_head.c.id == 1).with_for_update()
-            ).one()
+            row = conn.execute(select(audit_head.c.seq, audit_head.c.mac).where(audit_head.c.id == 1).with_for_update()).one()
             yield conn, row.seq, row.mac
 
     def dispose(self) -> None:

@@ -30,7 +30,7 @@ def _san_entry(name: str) -> x509.GeneralName:
 def create(tls_dir: Path, names: list[str]) -> None:
     """Write ca.pem, ca-key.pem, server.pem and server-key.pem into tls_dir."""
     tls_dir.mkdir(mode=0o700, parents=True, exist_ok=False)
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Strongroom server CA")])
     ca = (
@@ -42,9 +42,7 @@ def create(tls_dir: Path, names: list[str]) -> None:
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=3650))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
-        )
+        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
@@ -60,9 +58,7 @@ def create(tls_dir: Path, names: list[str]) -> None:
         .add_extension(x509.SubjectAlternativeName([_san_entry(n) for n in names]), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     (tls_dir / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))

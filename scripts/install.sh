@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs everything Strongroom needs on Debian 12: system packages (as root), a venv, the package.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(python3 python3-venv python3-dev gcc ca-certificates postgresql)
+
+if [ "$(id -u)" = 0 ]; then
+  missing=()
+  for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+  fi
+else
+  echo "install.sh: not root; assuming these Debian packages are present: ${APT_PACKAGES[*]}" >&2
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+echo "install.sh: ready (.venv/bin/strongroom)"
