@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from sqlalchemy import delete, select, update
 
 from strongroom.client.errors import IntegrityError
 from strongroom.server import storage
@@ -26,34 +25,26 @@ def test_swapped_or_edited_deposit_rows_do_not_decrypt(running: Deployment) -> N
     a.put("ka", b"alpha secret")
     b.put("kb", b"bravo secret")
     store = _rows(running)
-    with store.read() as conn:
-        rows = {r.deposit_id: r for r in conn.execute(select(storage.deposit_versions))}
+    with store.read() as tx:
+        rows = {
+            r[0]: (bytes(r[1]), bytes(r[2])) for r in tx.all("SELECT deposit_id, ciphertext, wrapped_key FROM deposit_versions")
+        }
         ida, idb = sorted(rows)
         # move b's whole version row (ciphertext and wrapped key) under a's deposit
-        conn.execute(
-            update(storage.deposit_versions)
-            .where(storage.deposit_versions.c.deposit_id == ida)
-            .values(ciphertext=rows[idb].ciphertext, wrapped_key=rows[idb].wrapped_key)
-        )
+        tx.run("UPDATE deposit_versions SET ciphertext = ?, wrapped_key = ? WHERE deposit_id = ?", *rows[idb], ida)
     with pytest.raises(IntegrityError):
         a.get("ka")
-    with store.read() as conn:  # flip one ciphertext bit of b's deposit
-        ct = bytearray(rows[idb].ciphertext)
+    with store.read() as tx:  # flip one ciphertext bit of b's deposit
+        ct = bytearray(rows[idb][0])
         ct[20] ^= 1
-        conn.execute(
-            update(storage.deposit_versions).where(storage.deposit_versions.c.deposit_id == idb).values(ciphertext=bytes(ct))
-        )
+        tx.run("UPDATE deposit_versions SET ciphertext = ? WHERE deposit_id = ?", bytes(ct), idb)
     with pytest.raises(IntegrityError):
         b.get("kb")
-    with store.read() as conn:  # restore b, then hand b's deposit to a by editing the owner column
-        conn.execute(
-            update(storage.deposit_versions)
-            .where(storage.deposit_versions.c.deposit_id == idb)
-            .values(ciphertext=rows[idb].ciphertext)
-        )
+    with store.read() as tx:  # restore b, then hand b's deposit to a by editing the owner column
+        tx.run("UPDATE deposit_versions SET ciphertext = ? WHERE deposit_id = ?", rows[idb][0], idb)
     assert b.get("kb") == b"bravo secret"
-    with store.read() as conn:
-        conn.execute(update(storage.deposits).where(storage.deposits.c.id == idb).values(owner_id=a.client_id, name="stolen"))
+    with store.read() as tx:
+        tx.run("UPDATE deposits SET owner_id = ?, name = 'stolen' WHERE id = ?", a.client_id, idb)
     with pytest.raises(IntegrityError):
         a.get("stolen")
     store.dispose()
@@ -75,8 +66,8 @@ def _setup_log(d: Deployment) -> None:
 def test_audit_edit_detected(running: Deployment) -> None:
     _setup_log(running)
     store = _rows(running)
-    with store.read() as conn:
-        conn.execute(update(storage.audit).where(storage.audit.c.seq == 4).values(detail='{"bytes":1,"version":9}'))
+    with store.read() as tx:
+        tx.run("UPDATE audit SET detail = ? WHERE seq = 4", '{"bytes":1,"version":9}')
     store.dispose()
     code, out = _verify(running)
     assert code == 1 and out["first_bad"] == 4
@@ -85,8 +76,8 @@ def test_audit_edit_detected(running: Deployment) -> None:
 def test_audit_removal_detected(running: Deployment) -> None:
     _setup_log(running)
     store = _rows(running)
-    with store.read() as conn:
-        conn.execute(delete(storage.audit).where(storage.audit.c.seq == 3))
+    with store.read() as tx:
+        tx.run("DELETE FROM audit WHERE seq = 3")
     store.dispose()
     code, out = _verify(running)
     assert code == 1 and out["first_bad"] == 3 and "missing" in out["reason"]
@@ -95,11 +86,12 @@ def test_audit_removal_detected(running: Deployment) -> None:
 def test_audit_reorder_detected(running: Deployment) -> None:
     _setup_log(running)
     store = _rows(running)
-    cols = ("ts", "actor", "action", "target", "outcome", "detail", "mac")
-    with store.read() as conn:
-        r3, r4 = (conn.execute(select(storage.audit).where(storage.audit.c.seq == s)).one() for s in (3, 4))
-        conn.execute(update(storage.audit).where(storage.audit.c.seq == 3).values({c: getattr(r4, c) for c in cols}))
-        conn.execute(update(storage.audit).where(storage.audit.c.seq == 4).values({c: getattr(r3, c) for c in cols}))
+    cols = "ts, actor, action, target, outcome, detail, mac"
+    with store.read() as tx:
+        r3, r4 = (tx.one(f"SELECT {cols} FROM audit WHERE seq = ?", s) for s in (3, 4))
+        update = "UPDATE audit SET ts = ?, actor = ?, action = ?, target = ?, outcome = ?, detail = ?, mac = ? WHERE seq = ?"
+        tx.run(update, *r4, 3)
+        tx.run(update, *r3, 4)
     store.dispose()
     code, out = _verify(running)
     assert code == 1 and out["first_bad"] == 3
@@ -109,11 +101,11 @@ def test_audit_truncation_detected_by_data_dir_head(running: Deployment) -> None
     _setup_log(running)
     running.servers[0].stop()
     store = _rows(running)
-    with store.read() as conn:
-        last = conn.execute(select(storage.audit_head)).one().seq
-        keep = conn.execute(select(storage.audit).where(storage.audit.c.seq == last - 2)).one()
-        conn.execute(delete(storage.audit).where(storage.audit.c.seq > last - 2))
-        conn.execute(update(storage.audit_head).values(seq=keep.seq, mac=keep.mac))  # a consistent-looking database
+    with store.read() as tx:
+        last = tx.value("SELECT seq FROM audit_head")
+        keep = tx.one("SELECT seq, mac FROM audit WHERE seq = ?", last - 2)
+        tx.run("DELETE FROM audit WHERE seq > ?", last - 2)
+        tx.run("UPDATE audit_head SET seq = ?, mac = ?", *keep)  # a consistent-looking database
     store.dispose()
     code, out = _verify(running)
     assert code == 1 and "truncated" in out["reason"]

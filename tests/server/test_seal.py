@@ -6,7 +6,6 @@ import time
 from collections.abc import Callable
 
 import pytest
-from sqlalchemy import select
 
 from strongroom.client import Client, Denied, NotFound, Sealed
 from strongroom.crypto import aead
@@ -96,30 +95,29 @@ def test_rotation_rewraps_keys_not_ciphertext(deployment: Deployment) -> None:
         c.put(f"k{i}", f"value {i}".encode())
         c.put(f"k{i}", f"value {i} v2".encode())
     store = storage.Store(deployment.db_url)
-    with store.read() as conn:
-        unseal = barrier.derive_unseal_key(conn, PASSPHRASE)
-        old_master = aead.unwrap_key(
-            unseal, conn.execute(select(storage.master_keys.c.wrapped)).scalar_one(), barrier._master_aad(1)
-        )
-        before = {
-            (r.deposit_id, r.version): (r.ciphertext, r.wrapped_key) for r in conn.execute(select(storage.deposit_versions))
-        }
+    versions = "SELECT deposit_id, version, ciphertext, wrapped_key FROM deposit_versions"
+    with store.read() as tx:
+        unseal = barrier.derive_unseal_key(tx, PASSPHRASE)
+        old_master = aead.unwrap_key(unseal, bytes(tx.value("SELECT wrapped FROM master_keys")), barrier.master_aad(1))
+        before = {(r[0], r[1]): (bytes(r[2]), bytes(r[3])) for r in tx.all(versions)}
     r = cli("server", "rotate-master-key", "--data", str(deployment.data.path), "--server", s1.url, "--json")
     assert r.returncode == 0, r.stderr
     assert b'"generation": 2' in r.stdout
-    with store.read() as conn:
-        after = {(r.deposit_id, r.version): (r.ciphertext, r.wrapped_key) for r in conn.execute(select(storage.deposit_versions))}
-        gens = {r.generation for r in conn.execute(select(storage.master_keys))}
-        rows = conn.execute(select(storage.deposit_versions, storage.deposits.c.owner_id).join(storage.deposits)).all()
+    with store.read() as tx:
+        after = {(r[0], r[1]): (bytes(r[2]), bytes(r[3])) for r in tx.all(versions)}
+        gens = {r[0] for r in tx.all("SELECT generation FROM master_keys")}
+        rows = tx.all(
+            "SELECT v.deposit_id, v.version, v.wrapped_key, d.owner_id FROM deposit_versions v JOIN deposits d ON d.id = v.deposit_id"
+        )
     store.dispose()
     assert gens == {2}
     assert before.keys() == after.keys()
     for k in before:
         assert before[k][0] == after[k][0]  # ciphertext untouched
         assert before[k][1] != after[k][1]  # data key re-wrapped
-    for row in rows:  # the old master key opens nothing any more
+    for deposit_id, version, wrapped, owner in rows:  # the old master key opens nothing any more
         with pytest.raises(aead.DecryptionError):
-            aead.unwrap_key(old_master, row.wrapped_key, barrier._dk_aad(row.deposit_id, row.owner_id, row.version))
+            aead.unwrap_key(old_master, bytes(wrapped), barrier.dk_aad(deposit_id, owner, version))
     # every process follows: reads through the other server and fresh connections
     c2 = Client([s2.url], c.client_id, c._identity, deployment.data.ca_file)
     for i in range(5):

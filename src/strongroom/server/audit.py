@@ -15,11 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
-from sqlalchemy.engine import Connection
-
-from strongroom.server import storage as st
 from strongroom.server.headfile import HeadFile
+from strongroom.server.storage import Tx
 
 GENESIS = bytes(32)
 _DOMAIN = b"strongroom audit v1"
@@ -36,8 +33,8 @@ def entry_mac(key: bytes, prev: bytes, body: bytes) -> bytes:
 class AuditWriter:
     """Appends to the chain inside one Store.action() transaction."""
 
-    def __init__(self, conn: Connection, head_seq: int, head_mac: bytes, key: bytes) -> None:
-        self._conn = conn
+    def __init__(self, tx: Tx, head_seq: int, head_mac: bytes, key: bytes) -> None:
+        self._tx = tx
         self.seq = head_seq
         self.mac = head_mac
         self._key = key
@@ -47,12 +44,18 @@ class AuditWriter:
         ts = time.time()
         detail_text = json.dumps(detail, separators=(",", ":"), sort_keys=True)
         mac = entry_mac(self._key, self.mac, canonical(seq, ts, actor, action, target, outcome, detail_text))
-        self._conn.execute(
-            st.audit.insert().values(
-                seq=seq, ts=ts, actor=actor, action=action, target=target, outcome=outcome, detail=detail_text, mac=mac
-            )
+        self._tx.run(
+            "INSERT INTO audit (seq, ts, actor, action, target, outcome, detail, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            seq,
+            ts,
+            actor,
+            action,
+            target,
+            outcome,
+            detail_text,
+            mac,
         )
-        self._conn.execute(update(st.audit_head).where(st.audit_head.c.id == 1).values(seq=seq, mac=mac))
+        self._tx.run("UPDATE audit_head SET seq = ?, mac = ? WHERE id = 1", seq, mac)
         self.seq, self.mac = seq, mac
 
 
@@ -64,26 +67,29 @@ class VerifyResult:
     reason: str = ""
 
 
-def verify(conn: Connection, key: bytes, head_file: HeadFile | None) -> VerifyResult:
+def verify(tx: Tx, key: bytes, head_file: HeadFile | None) -> VerifyResult:
     prev = GENESIS
     expected = 1
     count = 0
     macs: dict[int, bytes] = {}
-    rows = conn.execute(select(st.audit).order_by(st.audit.c.seq))
-    for r in rows:
-        if r.seq != expected:
-            return VerifyResult(False, count, expected, f"entry {expected} is missing (next present is {r.seq})")
-        body = canonical(r.seq, r.ts, r.actor, r.action, r.target, r.outcome, r.detail)
-        if not hmac.compare_digest(entry_mac(key, prev, body), r.mac):
-            return VerifyResult(False, count, r.seq, f"entry {r.seq} was edited, moved or re-chained")
-        prev = r.mac
-        macs[r.seq] = r.mac
+    rows = tx.all("SELECT seq, ts, actor, action, target, outcome, detail, mac FROM audit ORDER BY seq")
+    for seq, ts, actor, action, target, outcome, detail, mac in rows:
+        mac = bytes(mac)
+        if seq != expected:
+            return VerifyResult(False, count, expected, f"entry {expected} is missing (next present is {seq})")
+        body = canonical(seq, ts, actor, action, target, outcome, detail)
+        if not hmac.compare_digest(entry_mac(key, prev, body), mac):
+            return VerifyResult(False, count, seq, f"entry {seq} was edited, moved or re-chained")
+        prev = mac
+        macs[seq] = mac
         expected += 1
         count += 1
     last = expected - 1
-    head = conn.execute(select(st.audit_head.c.seq, st.audit_head.c.mac).where(st.audit_head.c.id == 1)).one()
-    if head.seq != last or not hmac.compare_digest(head.mac, prev):
-        return VerifyResult(False, count, last + 1, f"the database head says entry {head.seq}, the log ends at {last}")
+    head = tx.one("SELECT seq, mac FROM audit_head WHERE id = 1")
+    if head is None or head[0] != last or not hmac.compare_digest(bytes(head[1]), prev):
+        return VerifyResult(
+            False, count, last + 1, f"the database head says entry {head[0] if head else '?'}, the log ends at {last}"
+        )
     if head_file is not None:
         mirrored = head_file.read()
         if mirrored is not None:

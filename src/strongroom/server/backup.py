@@ -22,8 +22,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from sqlalchemy import func, select, text
-
 from strongroom.crypto import aead, kdf
 from strongroom.server import audit, storage
 from strongroom.server import barrier as barrier_mod
@@ -31,6 +29,7 @@ from strongroom.server.datadir import DataDir, DataDirError, ServerConfig
 
 MAGIC = b"SRBACKUP1\n"
 CHUNK = 1 << 20
+_BACKUP_KEY_AAD = b"strongroom backup key v1"
 SKIP_TABLES = {"nodes", "grants", "nonces"}  # runtime state, not data
 DATA_FILES = [
     "config.json",
@@ -68,52 +67,42 @@ def write_backup(data: DataDir, passphrase: str, out: IO[bytes]) -> dict[str, in
     store = storage.Store(config.db_url)
     counts: dict[str, int] = {}
     try:
-        conn_cm = store.engine.connect()
-        with store.wrap_errors(), conn_cm as conn:
-            if not store.is_sqlite:
-                conn = conn.execution_options(isolation_level="REPEATABLE READ")
-            with conn.begin():  # one snapshot for every table
-                unseal = barrier_mod.derive_unseal_key(conn, passphrase)
-                gen = int(storage.get_meta(conn, "master_gen") or "0")
-                wrapped_master = conn.execute(
-                    select(storage.master_keys.c.wrapped).where(storage.master_keys.c.generation == gen)
-                ).scalar_one()
-                master = aead.unwrap_key(unseal, wrapped_master, barrier_mod._master_aad(gen))
-                backup_key = aead.new_key()
-                header = {
-                    "format": 1,
-                    "created": time.time(),
-                    "seal_params": json.loads(storage.get_meta(conn, "seal_params") or "{}"),
-                    "master_gen": gen,
-                    "wrapped_master": base64.b64encode(wrapped_master).decode(),
-                    "wrapped_backup_key": base64.b64encode(
-                        aead.wrap_key(master, backup_key, b"strongroom backup key v1")
-                    ).decode(),
-                }
-                header_bytes = json.dumps(header, sort_keys=True).encode()
-                digest = hashlib.sha256(header_bytes).digest()
-                out.write(MAGIC + struct.pack(">I", len(header_bytes)) + header_bytes)
+        with store.snapshot() as tx:  # one consistent view of every table
+            unseal = barrier_mod.derive_unseal_key(tx, passphrase)
+            gen = int(storage.get_meta(tx, "master_gen") or "0")
+            wrapped_master = bytes(tx.value("SELECT wrapped FROM master_keys WHERE generation = ?", gen))
+            master = aead.unwrap_key(unseal, wrapped_master, barrier_mod.master_aad(gen))
+            backup_key = aead.new_key()
+            header = {
+                "format": 1,
+                "created": time.time(),
+                "seal_params": json.loads(storage.get_meta(tx, "seal_params") or "{}"),
+                "master_gen": gen,
+                "wrapped_master": base64.b64encode(wrapped_master).decode(),
+                "wrapped_backup_key": base64.b64encode(aead.wrap_key(master, backup_key, _BACKUP_KEY_AAD)).decode(),
+            }
+            header_bytes = json.dumps(header, sort_keys=True).encode()
+            digest = hashlib.sha256(header_bytes).digest()
+            out.write(MAGIC + struct.pack(">I", len(header_bytes)) + header_bytes)
 
-                def lines() -> Iterator[bytes]:
-                    for table in storage.metadata.sorted_tables:
-                        if table.name in SKIP_TABLES:
-                            continue
-                        n = 0
-                        for row in conn.execute(select(table)).mappings():
-                            n += 1
-                            yield json.dumps({"t": table.name, "r": {k: _encode(v) for k, v in row.items()}}).encode() + b"\n"
-                        counts[table.name] = n
-                    for rel in DATA_FILES:
-                        p = data.path / rel
-                        if p.exists():
-                            yield (
-                                json.dumps(
-                                    {"f": rel, "d": base64.b64encode(p.read_bytes()).decode(), "m": p.stat().st_mode & 0o777}
-                                ).encode()
-                                + b"\n"
-                            )
+            def lines() -> Iterator[bytes]:
+                for table in storage.metadata.sorted_tables:
+                    if table.name in SKIP_TABLES:
+                        continue
+                    names, rows = tx.columns(f"SELECT * FROM {table.name}")  # noqa: S608 - names from our schema
+                    for row in rows:
+                        yield (
+                            json.dumps({"t": table.name, "r": {k: _encode(v) for k, v in zip(names, row, strict=True)}}).encode()
+                            + b"\n"
+                        )
+                    counts[table.name] = len(rows)
+                for rel in DATA_FILES:
+                    p = data.path / rel
+                    if p.exists():
+                        item = {"f": rel, "d": base64.b64encode(p.read_bytes()).decode(), "m": p.stat().st_mode & 0o777}
+                        yield json.dumps(item).encode() + b"\n"
 
-                _write_frames(out, backup_key, digest, lines())
+            _write_frames(out, backup_key, digest, lines())
     finally:
         store.dispose()
     return counts
@@ -157,8 +146,8 @@ def read_backup(f: IO[bytes], passphrase: str) -> Iterator[dict[str, Any]]:
         raise BackupError("backup header is corrupt") from None
     unseal = kdf.passphrase_key(passphrase, params)
     try:
-        master = aead.unwrap_key(unseal, wrapped_master, barrier_mod._master_aad(gen))
-        key = aead.unwrap_key(master, wrapped_bk, b"strongroom backup key v1")
+        master = aead.unwrap_key(unseal, wrapped_master, barrier_mod.master_aad(gen))
+        key = aead.unwrap_key(master, wrapped_bk, _BACKUP_KEY_AAD)
     except aead.DecryptionError:
         raise BackupError("wrong passphrase for this backup (or its header was altered)") from None
     digest = hashlib.sha256(header_bytes).digest()
@@ -202,15 +191,21 @@ def restore(data: DataDir, passphrase: str, f: IO[bytes], db_url: str | None = N
     counts: dict[str, int] = {}
     files: list[dict[str, Any]] = []
     try:
-        from strongroom.server.setup import database_is_initialized
-
-        if database_is_initialized(store):
+        if store.has_schema():
             raise DataDirError("that database already holds a Strongroom server; restore needs an empty database")
         store.create_schema()
         tables = {t.name: t for t in storage.metadata.sorted_tables}
-        with store.wrap_errors(), store.engine.begin() as conn:
-            batch: list[dict[str, Any]] = []
-            current = None
+        with store.transaction() as tx:
+            batch: list[tuple[Any, ...]] = []
+            current: tuple[str, tuple[str, ...]] | None = None
+
+            def flush() -> None:
+                if current is not None and batch:
+                    name, cols = current
+                    marks = ", ".join("?" * len(cols))
+                    tx.many(f"INSERT INTO {name} ({', '.join(cols)}) VALUES ({marks})", batch)  # noqa: S608 - schema names
+                batch.clear()
+
             for item in read_backup(f, passphrase):
                 if "f" in item:
                     files.append(item)
@@ -218,28 +213,26 @@ def restore(data: DataDir, passphrase: str, f: IO[bytes], db_url: str | None = N
                 name = item["t"]
                 if name not in tables or name in SKIP_TABLES:
                     raise BackupError(f"backup names an unknown table {name!r}")
-                if current is not None and name != current and batch:
-                    conn.execute(tables[current].insert(), batch)
-                    batch = []
-                current = name
-                batch.append({k: _decode(v) for k, v in item["r"].items()})
+                cols = tuple(item["r"])
+                if not set(cols) <= set(tables[name].columns.keys()):
+                    raise BackupError(f"backup row for {name} has unknown columns")
+                if current != (name, cols) or len(batch) >= 500:
+                    flush()
+                    current = (name, cols)
+                batch.append(tuple(_decode(item["r"][c]) for c in cols))
                 counts[name] = counts.get(name, 0) + 1
-                if len(batch) >= 500:
-                    conn.execute(tables[name].insert(), batch)
-                    batch = []
-            if batch and current is not None:
-                conn.execute(tables[current].insert(), batch)
+            flush()
             if not store.is_sqlite:
                 for t in ("orgs", "groups", "deposits"):  # fixed table names, never input
                     sql = f"SELECT setval(pg_get_serial_sequence('{t}', 'id'), COALESCE((SELECT MAX(id) FROM {t}), 0) + 1, false)"  # noqa: S608
-                    conn.execute(text(sql))
+                    tx.value(sql)
             bar = barrier_mod.Barrier()
-            bar.unseal(conn, barrier_mod.derive_unseal_key(conn, passphrase), int(storage.get_meta(conn, "seal_epoch") or "1"))
-            head = conn.execute(select(storage.audit_head)).one()
-            last = conn.execute(select(func.max(storage.audit.c.seq))).scalar() or 0
-            if head.seq != last:
+            bar.unseal(tx, barrier_mod.derive_unseal_key(tx, passphrase), int(storage.get_meta(tx, "seal_epoch") or "1"))
+            head = tx.one("SELECT seq, mac FROM audit_head WHERE id = 1")
+            last = tx.value("SELECT MAX(seq) FROM audit") or 0
+            if head is None or head[0] != last:
                 raise BackupError("backup's audit head does not match its log")
-            aw = audit.AuditWriter(conn, head.seq, head.mac, bar.audit_key())
+            aw = audit.AuditWriter(tx, int(head[0]), bytes(head[1]), bar.audit_key())
             aw.append("restore", "restore", "", "ok", entries_restored=last, tables=counts)
         config = ServerConfig(db_url=url)
         for item in files:

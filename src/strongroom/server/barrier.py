@@ -14,11 +14,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import delete, select, update
-from sqlalchemy.engine import Connection
-
 from strongroom.crypto import aead, kdf
 from strongroom.server import storage as st
+from strongroom.server.storage import Tx
 
 
 class SealedError(Exception):
@@ -29,7 +27,7 @@ class WrongPassphrase(Exception):
     pass
 
 
-def _master_aad(gen: int) -> bytes:
+def master_aad(gen: int) -> bytes:
     return f"strongroom master v1\0{gen}".encode()
 
 
@@ -37,7 +35,7 @@ def _syskey_aad(name: str) -> bytes:
     return f"strongroom syskey v1\0{name}".encode()
 
 
-def _dk_aad(deposit_id: int, owner: str, version: int) -> bytes:
+def dk_aad(deposit_id: int, owner: str, version: int) -> bytes:
     return f"strongroom dk v1\0{deposit_id}\0{owner}\0{version}".encode()
 
 
@@ -53,44 +51,50 @@ class _Keys:
     audit: bytes
 
 
-def initialize(conn: Connection, passphrase: str) -> bytes:
+def initialize(tx: Tx, passphrase: str) -> bytes:
     """Create the key hierarchy in a fresh database; returns the unseal key."""
     params = kdf.Argon2Params.fresh()
     unseal = kdf.passphrase_key(passphrase, params)
     master = aead.new_key()
-    now = time.time()
-    st.set_meta(conn, "seal_params", json.dumps(params.to_json()))
-    st.set_meta(conn, "master_gen", "1")
-    st.set_meta(conn, "seal_epoch", "1")
-    conn.execute(st.master_keys.insert().values(generation=1, wrapped=aead.wrap_key(unseal, master, _master_aad(1)), created=now))
-    audit_key = aead.new_key()
-    conn.execute(
-        st.system_keys.insert().values(name="audit", master_gen=1, wrapped=aead.wrap_key(master, audit_key, _syskey_aad("audit")))
+    st.set_meta(tx, "seal_params", json.dumps(params.to_json()))
+    st.set_meta(tx, "master_gen", "1")
+    st.set_meta(tx, "seal_epoch", "1")
+    tx.run(
+        "INSERT INTO master_keys (generation, wrapped, created) VALUES (?, ?, ?)",
+        1,
+        aead.wrap_key(unseal, master, master_aad(1)),
+        time.time(),
     )
-    conn.execute(st.audit_head.insert().values(id=1, seq=0, mac=bytes(32)))
+    tx.run(
+        "INSERT INTO system_keys (name, master_gen, wrapped) VALUES (?, ?, ?)",
+        "audit",
+        1,
+        aead.wrap_key(master, aead.new_key(), _syskey_aad("audit")),
+    )
+    tx.run("INSERT INTO audit_head (id, seq, mac) VALUES (1, 0, ?)", bytes(32))
     return unseal
 
 
-def derive_unseal_key(conn: Connection, passphrase: str) -> bytes:
-    raw = st.get_meta(conn, "seal_params")
+def derive_unseal_key(tx: Tx, passphrase: str) -> bytes:
+    raw = st.get_meta(tx, "seal_params")
     if raw is None:
         raise ValueError("database is not initialized")
     unseal = kdf.passphrase_key(passphrase, kdf.Argon2Params.from_json(json.loads(raw)))
-    _load(conn, unseal)  # proves the passphrase
+    _load(tx, unseal)  # proves the passphrase
     return unseal
 
 
-def _load(conn: Connection, unseal: bytes) -> _Keys:
-    gen = int(st.get_meta(conn, "master_gen") or "0")
-    wrapped = conn.execute(select(st.master_keys.c.wrapped).where(st.master_keys.c.generation == gen)).scalar_one_or_none()
+def _load(tx: Tx, unseal: bytes) -> _Keys:
+    gen = int(st.get_meta(tx, "master_gen") or "0")
+    wrapped = tx.value("SELECT wrapped FROM master_keys WHERE generation = ?", gen)
     if wrapped is None:
         raise ValueError("master key record missing")
     try:
-        master = aead.unwrap_key(unseal, wrapped, _master_aad(gen))
+        master = aead.unwrap_key(unseal, bytes(wrapped), master_aad(gen))
     except aead.DecryptionError:
         raise WrongPassphrase("wrong passphrase") from None
-    row = conn.execute(select(st.system_keys).where(st.system_keys.c.name == "audit")).one()
-    audit_key = aead.unwrap_key(master, row.wrapped, _syskey_aad("audit"))
+    audit_wrapped = tx.value("SELECT wrapped FROM system_keys WHERE name = 'audit'")
+    audit_key = aead.unwrap_key(master, bytes(audit_wrapped), _syskey_aad("audit"))
     return _Keys(unseal=unseal, master_gen=gen, master=master, audit=audit_key)
 
 
@@ -104,8 +108,8 @@ class Barrier:
     def sealed(self) -> bool:
         return self._keys is None
 
-    def unseal(self, conn: Connection, unseal_key: bytes, epoch: int) -> None:
-        keys = _load(conn, unseal_key)
+    def unseal(self, tx: Tx, unseal_key: bytes, epoch: int) -> None:
+        keys = _load(tx, unseal_key)
         with self._lock:
             self._keys, self.epoch = keys, epoch
 
@@ -122,20 +126,20 @@ class Barrier:
             raise SealedError("sealed")
         return keys
 
-    def refresh(self, conn: Connection) -> None:
+    def refresh(self, tx: Tx) -> None:
         """Pick up a master key rotated by another process."""
         keys = self._current()
-        gen = int(st.get_meta(conn, "master_gen") or "0")
+        gen = int(st.get_meta(tx, "master_gen") or "0")
         if gen != keys.master_gen:
-            fresh = _load(conn, keys.unseal)
+            fresh = _load(tx, keys.unseal)
             with self._lock:
                 if self._keys is not None:
                     self._keys = fresh
 
-    def _keys_for(self, conn: Connection, gen: int) -> _Keys:
+    def _keys_for(self, tx: Tx, gen: int) -> _Keys:
         keys = self._current()
         if keys.master_gen != gen:
-            self.refresh(conn)
+            self.refresh(tx)
             keys = self._current()
             if keys.master_gen != gen:
                 raise aead.DecryptionError("data key is wrapped under a retired master key")
@@ -145,64 +149,65 @@ class Barrier:
         return self._current().audit
 
     # -- deposits ---------------------------------------------------------------------
-    def seal_deposit(
-        self, conn: Connection, deposit_id: int, owner: str, version: int, plaintext: bytes
-    ) -> tuple[int, bytes, bytes]:
-        """Returns (master generation, wrapped data key, ciphertext) for a new version."""
-        self.refresh(conn)
+    def seal_deposit(self, tx: Tx, deposit_id: int, owner: str, version: int, plaintext: bytes) -> tuple[int, bytes, bytes]:
+        """Returns (master generation, wrapped data key, ciphertext) for a new version.
+
+        The caller holds the audit-head lock, so the generation read here is current.
+        """
+        self.refresh(tx)
         keys = self._current()
         dk = aead.new_key()
-        wrapped = aead.wrap_key(keys.master, dk, _dk_aad(deposit_id, owner, version))
+        wrapped = aead.wrap_key(keys.master, dk, dk_aad(deposit_id, owner, version))
         return keys.master_gen, wrapped, aead.seal(dk, plaintext, _content_aad(deposit_id, owner, version))
 
     def open_deposit(
-        self, conn: Connection, deposit_id: int, owner: str, version: int, gen: int, wrapped: bytes, ciphertext: bytes
+        self, tx: Tx, deposit_id: int, owner: str, version: int, gen: int, wrapped: bytes, ciphertext: bytes
     ) -> bytes:
-        keys = self._keys_for(conn, gen)
-        dk = aead.unwrap_key(keys.master, wrapped, _dk_aad(deposit_id, owner, version))
+        keys = self._keys_for(tx, gen)
+        dk = aead.unwrap_key(keys.master, wrapped, dk_aad(deposit_id, owner, version))
         return aead.open_(dk, ciphertext, _content_aad(deposit_id, owner, version))
 
     # -- rotation ---------------------------------------------------------------------
-    def rotate(self, conn: Connection) -> int:
+    def rotate(self, tx: Tx) -> int:
         """Re-wrap every data key and system key under a new master key; returns the new generation.
 
         Must run inside Store.action(), whose lock keeps concurrent puts from wrapping
-        under the old key while this runs.
+        under the old key while this runs.  This process adopts the new key through
+        refresh() once the transaction has committed, like every other process; a
+        rolled-back rotation changes nothing.
         """
-        self.refresh(conn)
+        self.refresh(tx)
         old = self._current()
         new_gen = old.master_gen + 1
         new_master = aead.new_key()
-        conn.execute(
-            st.master_keys.insert().values(
-                generation=new_gen, wrapped=aead.wrap_key(old.unseal, new_master, _master_aad(new_gen)), created=time.time()
-            )
+        tx.run(
+            "INSERT INTO master_keys (generation, wrapped, created) VALUES (?, ?, ?)",
+            new_gen,
+            aead.wrap_key(old.unseal, new_master, master_aad(new_gen)),
+            time.time(),
         )
-        rows = conn.execute(
-            select(
-                st.deposit_versions.c.deposit_id,
-                st.deposit_versions.c.version,
-                st.deposit_versions.c.wrapped_key,
-                st.deposits.c.owner_id,
-            ).join(st.deposits, st.deposits.c.id == st.deposit_versions.c.deposit_id)
-        ).all()
-        for r in rows:
-            aad = _dk_aad(r.deposit_id, r.owner_id, r.version)
-            dk = aead.unwrap_key(old.master, r.wrapped_key, aad)
-            conn.execute(
-                update(st.deposit_versions)
-                .where(st.deposit_versions.c.deposit_id == r.deposit_id, st.deposit_versions.c.version == r.version)
-                .values(master_gen=new_gen, wrapped_key=aead.wrap_key(new_master, dk, aad))
+        rows = tx.all(
+            "SELECT v.deposit_id, v.version, v.wrapped_key, d.owner_id "
+            "FROM deposit_versions v JOIN deposits d ON d.id = v.deposit_id"
+        )
+        for deposit_id, version, wrapped, owner in rows:
+            aad = dk_aad(deposit_id, owner, version)
+            dk = aead.unwrap_key(old.master, bytes(wrapped), aad)
+            tx.run(
+                "UPDATE deposit_versions SET master_gen = ?, wrapped_key = ? WHERE deposit_id = ? AND version = ?",
+                new_gen,
+                aead.wrap_key(new_master, dk, aad),
+                deposit_id,
+                version,
             )
-        for s in conn.execute(select(st.system_keys)).all():
-            key = aead.unwrap_key(old.master, s.wrapped, _syskey_aad(s.name))
-            conn.execute(
-                update(st.system_keys)
-                .where(st.system_keys.c.name == s.name)
-                .values(master_gen=new_gen, wrapped=aead.wrap_key(new_master, key, _syskey_aad(s.name)))
+        for name, wrapped in tx.all("SELECT name, wrapped FROM system_keys"):
+            key = aead.unwrap_key(old.master, bytes(wrapped), _syskey_aad(name))
+            tx.run(
+                "UPDATE system_keys SET master_gen = ?, wrapped = ? WHERE name = ?",
+                new_gen,
+                aead.wrap_key(new_master, key, _syskey_aad(name)),
+                name,
             )
-        conn.execute(delete(st.master_keys).where(st.master_keys.c.generation != new_gen))
-        st.set_meta(conn, "master_gen", str(new_gen))
-        # This process adopts the new key through refresh() once the transaction has
-        # committed, like every other process; a rolled-back rotation changes nothing.
+        tx.run("DELETE FROM master_keys WHERE generation <> ?", new_gen)
+        st.set_meta(tx, "master_gen", str(new_gen))
         return new_gen

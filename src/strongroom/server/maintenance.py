@@ -9,9 +9,9 @@ from strongroom.server.datadir import DataDir
 def verify_audit(data: DataDir, passphrase: str) -> audit.VerifyResult:
     store = storage.Store(data.load_config().db_url)
     try:
-        with store.read() as conn:
+        with store.snapshot() as tx:
             bar = barrier.Barrier()
-            bar.unseal(conn, barrier.derive_unseal_key(conn, passphrase), 0)
-            return audit.verify(conn, bar.audit_key(), data.head_file)
+            bar.unseal(tx, barrier.derive_unseal_key(tx, passphrase), 0)
+            return audit.verify(tx, bar.audit_key(), data.head_file)
     finally:
         store.dispose()

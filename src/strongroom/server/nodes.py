@@ -14,8 +14,6 @@ import logging
 import os
 import time
 
-from sqlalchemy import delete, select, update
-
 from strongroom.crypto import aead, sealedbox
 from strongroom.crypto.identity import b64u
 from strongroom.server import barrier as barrier_mod
@@ -44,62 +42,57 @@ class NodeAgent:
         return hmac.new(self._auth, b"strongroom node v1\0" + node_id.encode() + b"\0" + public, hashlib.sha256).digest()
 
     def join(self) -> None:
-        with self.store.read() as conn:
-            conn.execute(
-                st.nodes.insert().values(
-                    id=self.node_id,
-                    public_key=self.box.public,
-                    tag=self._tag(self.node_id, self.box.public),
-                    heartbeat=time.time(),
-                )
+        with self.store.read() as tx:
+            tx.run(
+                "INSERT INTO nodes (id, public_key, tag, heartbeat) VALUES (?, ?, ?, ?)",
+                self.node_id,
+                self.box.public,
+                self._tag(self.node_id, self.box.public),
+                time.time(),
             )
 
     def leave(self) -> None:
         try:
-            with self.store.read() as conn:
-                conn.execute(delete(st.grants).where(st.grants.c.node_id == self.node_id))
-                conn.execute(delete(st.nodes).where(st.nodes.c.id == self.node_id))
+            with self.store.read() as tx:
+                tx.run("DELETE FROM grants WHERE node_id = ?", self.node_id)
+                tx.run("DELETE FROM nodes WHERE id = ?", self.node_id)
         except Exception:  # noqa: BLE001 - leaving is best effort; stale rows expire anyway
             log.debug("could not remove node row on exit", exc_info=True)
 
     def tick(self) -> None:
         """One round: heartbeat, follow the seal epoch and master generation, hand out grants."""
         now = time.time()
-        with self.store.read() as conn:
-            conn.execute(update(st.nodes).where(st.nodes.c.id == self.node_id).values(heartbeat=now))
-            epoch = int(st.get_meta(conn, "seal_epoch") or "1")
+        with self.store.read() as tx:
+            tx.run("UPDATE nodes SET heartbeat = ? WHERE id = ?", now, self.node_id)
+            epoch = int(st.get_meta(tx, "seal_epoch") or "1")
             if not self.barrier.sealed and self.barrier.epoch != epoch:
                 log.warning("sealed by another server process (epoch %d)", epoch)
                 self.barrier.seal()
             if self.barrier.sealed:
-                box = conn.execute(
-                    select(st.grants.c.box).where(st.grants.c.node_id == self.node_id, st.grants.c.epoch == epoch)
-                ).scalar_one_or_none()
+                box = tx.value("SELECT box FROM grants WHERE node_id = ? AND epoch = ?", self.node_id, epoch)
                 if box is not None:
                     try:
-                        self.barrier.unseal(conn, self.box.open(box, _grant_aad(self.node_id, epoch)), epoch)
+                        self.barrier.unseal(tx, self.box.open(bytes(box), _grant_aad(self.node_id, epoch)), epoch)
                         log.info("unsealed by a grant from another server process")
                     except (aead.DecryptionError, barrier_mod.WrongPassphrase, ValueError):
                         log.error("a grant for this process did not open; ignoring it")
                 return
-            self.barrier.refresh(conn)
+            self.barrier.refresh(tx)
             unseal_key = self.barrier.unseal_key()
-            have = set(conn.execute(select(st.grants.c.node_id).where(st.grants.c.epoch == epoch)).scalars())
-            for n in conn.execute(select(st.nodes).where(st.nodes.c.heartbeat > now - LIVE_SECONDS)).all():
-                if n.id in have or n.id == self.node_id:
+            have = {r[0] for r in tx.all("SELECT node_id FROM grants WHERE epoch = ?", epoch)}
+            for node_id, public, tag in tx.all("SELECT id, public_key, tag FROM nodes WHERE heartbeat > ?", now - LIVE_SECONDS):
+                if node_id in have or node_id == self.node_id:
                     continue
-                if not hmac.compare_digest(n.tag, self._tag(n.id, n.public_key)):
-                    log.error("node row %s is not signed with this data dir's node key; not unsealing it", n.id)
+                if not hmac.compare_digest(bytes(tag), self._tag(node_id, bytes(public))):
+                    log.error("node row %s is not signed with this data dir's node key; not unsealing it", node_id)
                     continue
-                conn.execute(
-                    st.grants.insert().values(
-                        node_id=n.id, epoch=epoch, box=sealedbox.seal_to(n.public_key, unseal_key, _grant_aad(n.id, epoch))
-                    )
-                )
+                box = sealedbox.seal_to(bytes(public), unseal_key, _grant_aad(node_id, epoch))
+                tx.run("INSERT INTO grants (node_id, epoch, box) VALUES (?, ?, ?)", node_id, epoch, box)
             if now - self._last_cleanup > 10:
                 self._last_cleanup = now
-                stale = select(st.nodes.c.id).where(st.nodes.c.heartbeat < now - FORGET_SECONDS)
-                conn.execute(delete(st.grants).where(st.grants.c.node_id.in_(stale)))
-                conn.execute(delete(st.nodes).where(st.nodes.c.heartbeat < now - FORGET_SECONDS))
-                conn.execute(delete(st.grants).where(st.grants.c.epoch != epoch))
-                conn.execute(delete(st.nonces).where(st.nonces.c.expires < now))
+                stale = now - FORGET_SECONDS
+                tx.run(
+                    "DELETE FROM grants WHERE epoch <> ? OR node_id IN (SELECT id FROM nodes WHERE heartbeat < ?)", epoch, stale
+                )
+                tx.run("DELETE FROM nodes WHERE heartbeat < ?", stale)
+                tx.run("DELETE FROM nonces WHERE expires < ?", now)

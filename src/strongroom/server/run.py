@@ -43,8 +43,8 @@ def bind(listen: str) -> socket.socket:
 def derive_unseal_key(data: DataDir, passphrase: str) -> bytes:
     store = storage.Store(data.load_config().db_url)
     try:
-        with store.read() as conn:
-            return barrier_mod.derive_unseal_key(conn, passphrase)
+        with store.read() as tx:
+            return barrier_mod.derive_unseal_key(tx, passphrase)
     finally:
         store.dispose()
 
@@ -81,8 +81,8 @@ def _worker(sock: socket.socket, data: DataDir, unseal_key: bytes | None, log_le
     store = storage.Store(config.db_url)
     bar = barrier_mod.Barrier()
     if unseal_key is not None:
-        with store.read() as conn:
-            bar.unseal(conn, unseal_key, int(storage.get_meta(conn, "seal_epoch") or "1"))
+        with store.read() as tx:
+            bar.unseal(tx, unseal_key, int(storage.get_meta(tx, "seal_epoch") or "1"))
     service = Service(store, bar, data, config)
     app = create_app(service, NodeAgent(store, bar, data.node_key()))
     uconfig = uvicorn.Config(

@@ -20,10 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import and_, delete, func, or_, select, update
-from sqlalchemy.engine import Connection, Row
-from sqlalchemy.exc import IntegrityError
-
 from strongroom.crypto import aead, reqsig
 from strongroom.crypto.identity import b64u, unb64u, verify
 from strongroom.server import audit as audit_mod
@@ -46,6 +42,7 @@ from strongroom.server.errors import (
     Unauthorized,
     Unavailable,
 )
+from strongroom.server.storage import INTEGRITY_ERRORS, Tx
 
 log = logging.getLogger("strongroom.server")
 
@@ -77,10 +74,48 @@ class Policy:
     max_retrievals: int | None = None
 
 
+@dataclass(frozen=True)
+class ClientRow:
+    id: str
+    org_id: int | None
+    name: str
+    role: str
+    status: str
+    public_key: bytes
+
+
+_CLIENT_COLS = "id, org_id, name, role, status, public_key"
+
+
+def _client(row: tuple[Any, ...] | None) -> ClientRow | None:
+    return ClientRow(row[0], row[1], row[2], row[3], row[4], bytes(row[5])) if row is not None else None
+
+
+@dataclass(frozen=True)
+class DepositRow:
+    id: int
+    owner_id: str
+    name: str
+    latest_version: int
+    expires_at: float | None
+    not_before: float | None
+    max_retrievals: int | None
+    retrievals: int
+    created: float
+    updated: float
+
+
+_DEPOSIT_COLS = "id, owner_id, name, latest_version, expires_at, not_before, max_retrievals, retrievals, created, updated"
+
+
+def _deposit(row: tuple[Any, ...] | None) -> DepositRow | None:
+    return DepositRow(*row) if row is not None else None
+
+
 @dataclass
 class Ctx:
-    conn: Connection
-    client: Row[Any]
+    tx: Tx
+    client: ClientRow
     audit: audit_mod.AuditWriter
 
 
@@ -138,17 +173,17 @@ class Service:
         self.limiter = RegistrationLimiter()
 
     # -- transaction plumbing --------------------------------------------------------------
-    def _action(self, fn: Callable[[Connection, audit_mod.AuditWriter], T]) -> T:
+    def _action(self, fn: Callable[[Tx, audit_mod.AuditWriter], T]) -> T:
         try:
             key = self.barrier.audit_key()
         except barrier_mod.SealedError:
             raise Sealed("the server is sealed; unseal it with 'strongroom server unseal'") from None
         refused: ApiError | None = None
         try:
-            with self.store.action() as (conn, seq, mac):
-                aw = audit_mod.AuditWriter(conn, seq, mac, key)
+            with self.store.action() as (tx, seq, mac):
+                aw = audit_mod.AuditWriter(tx, seq, mac, key)
                 try:
-                    result = fn(conn, aw)
+                    result = fn(tx, aw)
                 except Refused as r:
                     refused = r.error
         except StorageUnavailable as e:
@@ -159,16 +194,16 @@ class Service:
         return result
 
     def signed(self, req: SignedRequest, fn: Callable[[Ctx], T], admin: bool = False) -> T:
-        def run(conn: Connection, aw: audit_mod.AuditWriter) -> T:
-            client = self._authenticate(conn, req, aw)
+        def run(tx: Tx, aw: audit_mod.AuditWriter) -> T:
+            client = self._authenticate(tx, req, aw)
             if admin and client.role != "admin":
                 aw.append(client.id, "admin", req.raw_path, "denied", reason="not an admin")
                 raise Refused(Denied("this operation needs the admin credential"))
-            return fn(Ctx(conn, client, aw))
+            return fn(Ctx(tx, client, aw))
 
         return self._action(run)
 
-    def _authenticate(self, conn: Connection, req: SignedRequest, aw: audit_mod.AuditWriter) -> Row[Any]:
+    def _authenticate(self, tx: Tx, req: SignedRequest, aw: audit_mod.AuditWriter) -> ClientRow:
         h = req.headers
         client_id = h.get(reqsig.HEADER_CLIENT, "")
         ts = h.get(reqsig.HEADER_TIME, "")
@@ -184,7 +219,7 @@ class Service:
             signature = unb64u(sig)
         except ValueError:
             raise Unauthorized("malformed signature") from None
-        client = conn.execute(select(st.clients).where(st.clients.c.id == client_id)).one_or_none()
+        client = _client(tx.one(f"SELECT {_CLIENT_COLS} FROM clients WHERE id = ?", client_id))
         message = reqsig.string_to_sign(req.method, req.raw_path, req.raw_query, req.body, ts, nonce, client_id)
         if client is None or not verify(client.public_key, signature, message):
             raise Unauthorized("unknown client or bad signature")
@@ -192,11 +227,14 @@ class Service:
             aw.append(client.id, "auth", req.raw_path, "denied", reason=f"client is {client.status}")
             raise Refused(Denied(f"this client is {client.status}"))
         try:
-            with conn.begin_nested():
-                conn.execute(
-                    st.nonces.insert().values(client_id=client_id, nonce=nonce, expires=int(ts) + 2 * reqsig.MAX_SKEW_SECONDS)
+            with tx.savepoint():
+                tx.run(
+                    "INSERT INTO nonces (client_id, nonce, expires) VALUES (?, ?, ?)",
+                    client_id,
+                    nonce,
+                    int(ts) + 2 * reqsig.MAX_SKEW_SECONDS,
                 )
-        except IntegrityError:
+        except INTEGRITY_ERRORS:
             raise Unauthorized("replayed request (nonce already used)") from None
         return client
 
@@ -212,28 +250,27 @@ class Service:
         if len(pub) != 32:
             raise BadRequest("public_key must be a 32-byte Ed25519 public key")
 
-        def run(conn: Connection, aw: audit_mod.AuditWriter) -> dict[str, Any]:
-            row = conn.execute(select(st.orgs).where(st.orgs.c.name == org)).one_or_none()
-            expected = row.secret_hash if row is not None else secret_hash(new_secret())
+        def run(tx: Tx, aw: audit_mod.AuditWriter) -> dict[str, Any]:
+            row = tx.one("SELECT id, secret_hash FROM orgs WHERE name = ?", org)
+            expected = bytes(row[1]) if row is not None else secret_hash(new_secret())
             if not hmac.compare_digest(expected, secret_hash(auth_secret)) or row is None:
                 self.limiter.fail(source)
                 aw.append("anonymous", "register", org, "denied", source=source, reason="wrong organization or auth secret")
                 raise Refused(Unauthorized("wrong organization or auth secret"))
             client_id = new_client_id()
             try:
-                with conn.begin_nested():
-                    conn.execute(
-                        st.clients.insert().values(
-                            id=client_id,
-                            org_id=row.id,
-                            name=name,
-                            public_key=pub,
-                            role="client",
-                            status="active",
-                            created=time.time(),
-                        )
+                with tx.savepoint():
+                    tx.run(
+                        "INSERT INTO clients (id, org_id, name, public_key, role, status, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        client_id,
+                        row[0],
+                        name,
+                        pub,
+                        "client",
+                        "active",
+                        time.time(),
                     )
-            except IntegrityError:
+            except INTEGRITY_ERRORS:
                 raise Conflict("this public key is already registered") from None
             aw.append(client_id, "register", org, "ok", name=name, source=source)
             return {"client_id": client_id, "org": org, "name": name}
@@ -241,101 +278,106 @@ class Service:
         return self._action(run)
 
     # -- deposits ----------------------------------------------------------------------------
-    def _policy_rows(self, conn: Connection, owner: Row[Any], policy: Policy) -> list[tuple[str, str]]:
+    def _policy_rows(self, tx: Tx, owner: ClientRow, policy: Policy) -> list[tuple[str, str]]:
         if policy.max_retrievals is not None and policy.max_retrievals < 1:
             raise BadRequest("max_retrievals must be at least 1")
         out: list[tuple[str, str]] = []
         for r in policy.readers:
             kind, _, ident = r.partition(":")
             if kind == "client" and CLIENT_ID_RE.match(ident):
-                exists = conn.execute(
-                    select(st.clients.c.id).where(st.clients.c.id == ident, st.clients.c.org_id == owner.org_id)
-                ).one_or_none()
-                if exists is None:
+                if tx.one("SELECT 1 FROM clients WHERE id = ? AND org_id = ?", ident, owner.org_id) is None:
                     raise BadRequest(f"reader {r}: no such client in your organization")
             elif kind == "group" and SHORT_NAME_RE.match(ident):
-                exists = conn.execute(
-                    select(st.groups.c.id).where(st.groups.c.name == ident, st.groups.c.org_id == owner.org_id)
-                ).one_or_none()
-                if exists is None:
+                if tx.one("SELECT 1 FROM groups WHERE name = ? AND org_id = ?", ident, owner.org_id) is None:
                     raise BadRequest(f"reader {r}: no such group in your organization")
             else:
                 raise BadRequest(f"reader {r!r}: use client:ID or group:NAME")
             out.append((kind, ident))
         return sorted(set(out))
 
-    def _set_policy(self, conn: Connection, deposit_id: int, rows: list[tuple[str, str]], policy: Policy) -> None:
-        conn.execute(delete(st.deposit_readers).where(st.deposit_readers.c.deposit_id == deposit_id))
-        for kind, ident in rows:
-            conn.execute(st.deposit_readers.insert().values(deposit_id=deposit_id, kind=kind, principal=ident))
-        conn.execute(
-            update(st.deposits)
-            .where(st.deposits.c.id == deposit_id)
-            .values(expires_at=policy.expires_at, not_before=policy.not_before, max_retrievals=policy.max_retrievals)
+    def _set_policy(self, tx: Tx, deposit_id: int, rows: list[tuple[str, str]], policy: Policy) -> None:
+        tx.run("DELETE FROM deposit_readers WHERE deposit_id = ?", deposit_id)
+        if rows:
+            tx.many(
+                "INSERT INTO deposit_readers (deposit_id, kind, principal) VALUES (?, ?, ?)",
+                [(deposit_id, k, p) for k, p in rows],
+            )
+        tx.run(
+            "UPDATE deposits SET expires_at = ?, not_before = ?, max_retrievals = ? WHERE id = ?",
+            policy.expires_at,
+            policy.not_before,
+            policy.max_retrievals,
+            deposit_id,
         )
+
+    def _find(self, tx: Tx, owner_id: str, name: str) -> DepositRow | None:
+        return _deposit(tx.one(f"SELECT {_DEPOSIT_COLS} FROM deposits WHERE owner_id = ? AND name = ?", owner_id, name))
 
     def put(self, ctx: Ctx, name: str, data: bytes, policy: Policy | None) -> dict[str, Any]:
         check_name(name)
         if len(data) > self.config.deposit_limit:
             raise TooLarge(f"deposit is larger than the server's limit of {self.config.deposit_limit} bytes")
-        conn, me = ctx.conn, ctx.client
-        rows = self._policy_rows(conn, me, policy) if policy is not None else []
+        tx, me = ctx.tx, ctx.client
+        rows = self._policy_rows(tx, me, policy) if policy is not None else []
         now = time.time()
-        dep = conn.execute(select(st.deposits).where(st.deposits.c.owner_id == me.id, st.deposits.c.name == name)).one_or_none()
+        dep = self._find(tx, me.id, name)
         if dep is None:
-            deposit_id = conn.execute(
-                st.deposits.insert()
-                .values(owner_id=me.id, name=name, latest_version=1, retrievals=0, created=now, updated=now)
-                .returning(st.deposits.c.id)
-            ).scalar_one()
+            deposit_id = int(
+                tx.value(
+                    "INSERT INTO deposits (owner_id, name, latest_version, retrievals, created, updated) "
+                    "VALUES (?, ?, 1, 0, ?, ?) RETURNING id",
+                    me.id,
+                    name,
+                    now,
+                    now,
+                )
+            )
             version = 1
-            self._set_policy(conn, deposit_id, rows, policy or Policy())
+            if policy is not None:
+                self._set_policy(tx, deposit_id, rows, policy)
         else:
             deposit_id, version = dep.id, dep.latest_version + 1
-            conn.execute(update(st.deposits).where(st.deposits.c.id == deposit_id).values(latest_version=version, updated=now))
+            tx.run("UPDATE deposits SET latest_version = ?, updated = ? WHERE id = ?", version, now, deposit_id)
             if policy is not None:
-                self._set_policy(conn, deposit_id, rows, policy)
-        gen, wrapped, ct = self.barrier.seal_deposit(conn, deposit_id, me.id, version, data)
-        conn.execute(
-            st.deposit_versions.insert().values(
-                deposit_id=deposit_id, version=version, master_gen=gen, wrapped_key=wrapped, ciphertext=ct, created=now
-            )
+                self._set_policy(tx, deposit_id, rows, policy)
+        gen, wrapped, ct = self.barrier.seal_deposit(tx, deposit_id, me.id, version, data)
+        tx.run(
+            "INSERT INTO deposit_versions (deposit_id, version, master_gen, wrapped_key, ciphertext, created) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            deposit_id,
+            version,
+            gen,
+            wrapped,
+            ct,
+            now,
         )
         ctx.audit.append(me.id, "put", f"{me.id}/{name}", "ok", version=version, bytes=len(data))
         return {"name": name, "owner": me.id, "version": version}
 
-    def _may_see(self, conn: Connection, me: Row[Any], dep: Row[Any]) -> bool:
+    def _may_see(self, tx: Tx, me: ClientRow, dep: DepositRow) -> bool:
         if dep.owner_id == me.id:
             return True
-        member_groups = (
-            select(st.groups.c.name)
-            .join(st.group_members, st.group_members.c.group_id == st.groups.c.id)
-            .where(st.group_members.c.client_id == me.id)
+        hit = tx.one(
+            "SELECT 1 FROM deposit_readers r WHERE r.deposit_id = ? AND ("
+            "(r.kind = 'client' AND r.principal = ?) OR "
+            "(r.kind = 'group' AND r.principal IN ("
+            "SELECT g.name FROM groups g JOIN group_members m ON m.group_id = g.id WHERE m.client_id = ?)))"
+            " LIMIT 1",
+            dep.id,
+            me.id,
+            me.id,
         )
-        hit = conn.execute(
-            select(st.deposit_readers.c.kind)
-            .where(
-                st.deposit_readers.c.deposit_id == dep.id,
-                or_(
-                    and_(st.deposit_readers.c.kind == "client", st.deposit_readers.c.principal == me.id),
-                    and_(st.deposit_readers.c.kind == "group", st.deposit_readers.c.principal.in_(member_groups)),
-                ),
-            )
-            .limit(1)
-        ).first()
         return hit is not None
 
     def get(self, ctx: Ctx, name: str, owner: str | None, version: int | None) -> dict[str, Any]:
         check_name(name)
-        conn, me = ctx.conn, ctx.client
-        owner_id = owner or me.id
-        target = f"{owner_id}/{name}"
+        tx, me = ctx.tx, ctx.client
         if owner is not None and not CLIENT_ID_RE.match(owner):
             raise BadRequest("owner must be a client id")
-        dep = conn.execute(
-            select(st.deposits).where(st.deposits.c.owner_id == owner_id, st.deposits.c.name == name)
-        ).one_or_none()
-        if dep is None or not self._may_see(conn, me, dep):
+        owner_id = owner or me.id
+        target = f"{owner_id}/{name}"
+        dep = self._find(tx, owner_id, name)
+        if dep is None or not self._may_see(tx, me, dep):
             ctx.audit.append(me.id, "get", target, "denied", reason="not found or not visible")
             raise Refused(NotFound("no such deposit"))
         v = dep.latest_version if version is None else version
@@ -345,40 +387,36 @@ class Service:
         now = time.time()
         if dep.not_before is not None and now < dep.not_before:
             ctx.audit.append(me.id, "get", target, "denied", reason="not yet retrievable")
-            raise Refused(
-                Denied(f"deposit is not retrievable before {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(dep.not_before))}")
-            )
+            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(dep.not_before))
+            raise Refused(Denied(f"deposit is not retrievable before {when}"))
         if dep.expires_at is not None and now >= dep.expires_at:
             ctx.audit.append(me.id, "get", target, "denied", reason="expired")
             raise Refused(Gone("deposit has expired"))
-        row = conn.execute(
-            select(st.deposit_versions).where(st.deposit_versions.c.deposit_id == dep.id, st.deposit_versions.c.version == v)
-        ).one()
+        row = tx.one(
+            "SELECT master_gen, wrapped_key, ciphertext FROM deposit_versions WHERE deposit_id = ? AND version = ?", dep.id, v
+        )
         try:
-            data = self.barrier.open_deposit(conn, dep.id, dep.owner_id, v, row.master_gen, row.wrapped_key, row.ciphertext)
+            if row is None:
+                raise aead.DecryptionError("version row missing")
+            data = self.barrier.open_deposit(tx, dep.id, dep.owner_id, v, row[0], bytes(row[1]), bytes(row[2]))
         except aead.DecryptionError:
             log.error("deposit %s version %d failed authentication: the database row was altered", target, v)
             ctx.audit.append(me.id, "get", target, "error", reason="ciphertext failed authentication", version=v)
             raise Refused(IntegrityFailure("deposit failed its integrity check; the operator has been told")) from None
         # One conditional update makes the retrieval count exact under concurrency.
-        counted = conn.execute(
-            update(st.deposits)
-            .where(
-                st.deposits.c.id == dep.id,
-                or_(st.deposits.c.max_retrievals.is_(None), st.deposits.c.retrievals < st.deposits.c.max_retrievals),
-            )
-            .values(retrievals=st.deposits.c.retrievals + 1)
-        ).rowcount
+        counted = tx.run(
+            "UPDATE deposits SET retrievals = retrievals + 1 "
+            "WHERE id = ? AND (max_retrievals IS NULL OR retrievals < max_retrievals)",
+            dep.id,
+        )
         if counted != 1:
             ctx.audit.append(me.id, "get", target, "denied", reason="retrieval limit reached")
             raise Refused(Gone("deposit has reached its retrieval limit"))
         ctx.audit.append(me.id, "get", target, "ok", version=v)
         return {"name": name, "owner": dep.owner_id, "version": v, "data": data}
 
-    def _describe(self, conn: Connection, dep: Row[Any]) -> dict[str, Any]:
-        readers = conn.execute(
-            select(st.deposit_readers.c.kind, st.deposit_readers.c.principal).where(st.deposit_readers.c.deposit_id == dep.id)
-        ).all()
+    def _describe(self, tx: Tx, dep: DepositRow) -> dict[str, Any]:
+        readers = tx.all("SELECT kind, principal FROM deposit_readers WHERE deposit_id = ?", dep.id)
         return {
             "name": dep.name,
             "owner": dep.owner_id,
@@ -395,27 +433,23 @@ class Service:
         }
 
     def list_deposits(self, ctx: Ctx, shared: bool) -> list[dict[str, Any]]:
-        conn, me = ctx.conn, ctx.client
+        tx, me = ctx.tx, ctx.client
         if shared:
-            candidates = conn.execute(
-                select(st.deposits)
-                .join(st.deposit_readers, st.deposit_readers.c.deposit_id == st.deposits.c.id)
-                .where(st.deposits.c.owner_id != me.id)
-                .distinct()
-                .order_by(st.deposits.c.owner_id, st.deposits.c.name)
-            ).all()
-            deps = [d for d in candidates if self._may_see(conn, me, d)]
-        else:
-            deps = list(
-                conn.execute(select(st.deposits).where(st.deposits.c.owner_id == me.id).order_by(st.deposits.c.name)).all()
+            rows = tx.all(
+                f"SELECT DISTINCT {', '.join('d.' + c for c in _DEPOSIT_COLS.split(', '))} FROM deposits d "
+                "JOIN deposit_readers r ON r.deposit_id = d.id WHERE d.owner_id <> ? ORDER BY d.owner_id, d.name",
+                me.id,
             )
-        return [self._describe(conn, d) for d in deps]
+            deps = [d for d in (DepositRow(*r) for r in rows) if self._may_see(tx, me, d)]
+        else:
+            deps = [
+                DepositRow(*r) for r in tx.all(f"SELECT {_DEPOSIT_COLS} FROM deposits WHERE owner_id = ? ORDER BY name", me.id)
+            ]
+        return [self._describe(tx, d) for d in deps]
 
-    def _own(self, ctx: Ctx, name: str, action: str) -> Row[Any]:
+    def _own(self, ctx: Ctx, name: str, action: str) -> DepositRow:
         check_name(name)
-        dep = ctx.conn.execute(
-            select(st.deposits).where(st.deposits.c.owner_id == ctx.client.id, st.deposits.c.name == name)
-        ).one_or_none()
+        dep = self._find(ctx.tx, ctx.client.id, name)
         if dep is None:
             ctx.audit.append(ctx.client.id, action, f"{ctx.client.id}/{name}", "denied", reason="not found")
             raise Refused(NotFound("no such deposit of yours"))
@@ -423,24 +457,25 @@ class Service:
 
     def delete(self, ctx: Ctx, name: str) -> dict[str, Any]:
         dep = self._own(ctx, name, "delete")
-        for t in (st.deposit_versions, st.deposit_readers):
-            ctx.conn.execute(delete(t).where(t.c.deposit_id == dep.id))
-        ctx.conn.execute(delete(st.deposits).where(st.deposits.c.id == dep.id))
+        ctx.tx.run("DELETE FROM deposit_versions WHERE deposit_id = ?", dep.id)
+        ctx.tx.run("DELETE FROM deposit_readers WHERE deposit_id = ?", dep.id)
+        ctx.tx.run("DELETE FROM deposits WHERE id = ?", dep.id)
         ctx.audit.append(ctx.client.id, "delete", f"{ctx.client.id}/{name}", "ok", versions=dep.latest_version)
         return {"name": name, "deleted": True}
 
     def set_policy(self, ctx: Ctx, name: str, policy: Policy) -> dict[str, Any]:
         dep = self._own(ctx, name, "policy")
-        rows = self._policy_rows(ctx.conn, ctx.client, policy)
-        self._set_policy(ctx.conn, dep.id, rows, policy)
+        rows = self._policy_rows(ctx.tx, ctx.client, policy)
+        self._set_policy(ctx.tx, dep.id, rows, policy)
         ctx.audit.append(ctx.client.id, "policy", f"{ctx.client.id}/{name}", "ok", readers=len(rows))
-        fresh = ctx.conn.execute(select(st.deposits).where(st.deposits.c.id == dep.id)).one()
-        return self._describe(ctx.conn, fresh)
+        fresh = _deposit(ctx.tx.one(f"SELECT {_DEPOSIT_COLS} FROM deposits WHERE id = ?", dep.id))
+        assert fresh is not None
+        return self._describe(ctx.tx, fresh)
 
     def whoami(self, ctx: Ctx) -> dict[str, Any]:
         org = None
         if ctx.client.org_id is not None:
-            org = ctx.conn.execute(select(st.orgs.c.name).where(st.orgs.c.id == ctx.client.org_id)).scalar_one()
+            org = ctx.tx.value("SELECT name FROM orgs WHERE id = ?", ctx.client.org_id)
         return {"client_id": ctx.client.id, "name": ctx.client.name, "org": org, "role": ctx.client.role}
 
     # -- organizations, clients, groups (admin) ------------------------------------------------
@@ -448,186 +483,162 @@ class Service:
         check_name(name, "organization name", SHORT_NAME_RE)
         secret = new_secret()
         try:
-            with ctx.conn.begin_nested():
-                ctx.conn.execute(st.orgs.insert().values(name=name, secret_hash=secret_hash(secret), created=time.time()))
-        except IntegrityError:
+            with ctx.tx.savepoint():
+                ctx.tx.run(
+                    "INSERT INTO orgs (name, secret_hash, created) VALUES (?, ?, ?)", name, secret_hash(secret), time.time()
+                )
+        except INTEGRITY_ERRORS:
             raise Conflict(f"organization {name} exists") from None
         ctx.audit.append(ctx.client.id, "org.create", name, "ok")
         return {"name": name, "auth_secret": secret}
 
     def list_orgs(self, ctx: Ctx) -> list[dict[str, Any]]:
-        counts: dict[int, int] = dict(
-            ctx.conn.execute(select(st.clients.c.org_id, func.count()).group_by(st.clients.c.org_id)).tuples().all()
-        )
+        counts: dict[int, int] = dict(ctx.tx.all("SELECT org_id, COUNT(*) FROM clients GROUP BY org_id"))  # type: ignore[arg-type]
         return [
-            {"name": o.name, "created": o.created, "clients": counts.get(o.id, 0)}
-            for o in ctx.conn.execute(select(st.orgs).order_by(st.orgs.c.name)).all()
+            {"name": name, "created": created, "clients": counts.get(org_id, 0)}
+            for org_id, name, created in ctx.tx.all("SELECT id, name, created FROM orgs ORDER BY name")
         ]
 
-    def _org(self, ctx: Ctx, name: str) -> Row[Any]:
+    def _org_id(self, ctx: Ctx, name: str) -> int:
         check_name(name, "organization name", SHORT_NAME_RE)
-        row = ctx.conn.execute(select(st.orgs).where(st.orgs.c.name == name)).one_or_none()
-        if row is None:
+        org_id = ctx.tx.value("SELECT id FROM orgs WHERE name = ?", name)
+        if org_id is None:
             raise NotFound(f"no organization {name}")
-        return row
+        return int(org_id)
 
     def rotate_org_secret(self, ctx: Ctx, name: str) -> dict[str, Any]:
-        org = self._org(ctx, name)
+        org_id = self._org_id(ctx, name)
         secret = new_secret()
-        ctx.conn.execute(update(st.orgs).where(st.orgs.c.id == org.id).values(secret_hash=secret_hash(secret)))
+        ctx.tx.run("UPDATE orgs SET secret_hash = ? WHERE id = ?", secret_hash(secret), org_id)
         ctx.audit.append(ctx.client.id, "org.rotate-secret", name, "ok")
         return {"name": name, "auth_secret": secret}
 
     def list_clients(self, ctx: Ctx) -> list[dict[str, Any]]:
-        org_names = dict(ctx.conn.execute(select(st.orgs.c.id, st.orgs.c.name)).tuples().all())
-        return [
-            {
-                "client_id": c.id,
-                "name": c.name,
-                "org": org_names.get(c.org_id),
-                "role": c.role,
-                "status": c.status,
-                "created": c.created,
-            }
-            for c in ctx.conn.execute(select(st.clients).order_by(st.clients.c.created)).all()
-        ]
+        rows = ctx.tx.all(
+            "SELECT c.id, c.name, o.name, c.role, c.status, c.created "
+            "FROM clients c LEFT JOIN orgs o ON o.id = c.org_id ORDER BY c.created"
+        )
+        keys = ("client_id", "name", "org", "role", "status", "created")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
 
     def set_client_status(self, ctx: Ctx, client_id: str, status: str) -> dict[str, Any]:
         if not CLIENT_ID_RE.match(client_id):
             raise BadRequest("bad client id")
-        row = ctx.conn.execute(select(st.clients).where(st.clients.c.id == client_id)).one_or_none()
+        row = _client(ctx.tx.one(f"SELECT {_CLIENT_COLS} FROM clients WHERE id = ?", client_id))
         if row is None:
             raise NotFound(f"no client {client_id}")
         if row.role == "admin":
             raise Conflict("the admin credential cannot be disabled or revoked here")
         if row.status == "revoked" and status != "revoked":
             raise Conflict("a revoked client stays revoked; register the host again")
-        ctx.conn.execute(update(st.clients).where(st.clients.c.id == client_id).values(status=status))
+        ctx.tx.run("UPDATE clients SET status = ? WHERE id = ?", status, client_id)
         verb = {"active": "enable", "disabled": "disable", "revoked": "revoke"}[status]
         ctx.audit.append(ctx.client.id, f"client.{verb}", client_id, "ok")
         return {"client_id": client_id, "status": status}
 
-    def _group(self, ctx: Ctx, org: str, name: str) -> tuple[Row[Any], Row[Any] | None]:
-        o = self._org(ctx, org)
+    def _group(self, ctx: Ctx, org: str, name: str) -> tuple[int, int | None]:
+        org_id = self._org_id(ctx, org)
         check_name(name, "group name", SHORT_NAME_RE)
-        g = ctx.conn.execute(select(st.groups).where(st.groups.c.org_id == o.id, st.groups.c.name == name)).one_or_none()
-        return o, g
+        gid = ctx.tx.value("SELECT id FROM groups WHERE org_id = ? AND name = ?", org_id, name)
+        return org_id, (int(gid) if gid is not None else None)
+
+    def _members(self, ctx: Ctx, group_id: int) -> list[str]:
+        return sorted(r[0] for r in ctx.tx.all("SELECT client_id FROM group_members WHERE group_id = ?", group_id))
 
     def create_group(self, ctx: Ctx, org: str, name: str) -> dict[str, Any]:
-        o, g = self._group(ctx, org, name)
-        if g is not None:
+        org_id, gid = self._group(ctx, org, name)
+        if gid is not None:
             raise Conflict(f"group {name} exists in {org}")
-        ctx.conn.execute(st.groups.insert().values(org_id=o.id, name=name))
+        ctx.tx.run("INSERT INTO groups (org_id, name) VALUES (?, ?)", org_id, name)
         ctx.audit.append(ctx.client.id, "group.create", f"{org}/{name}", "ok")
         return {"org": org, "name": name, "members": []}
 
-    def _members(self, ctx: Ctx, group_id: int) -> list[str]:
-        return sorted(
-            ctx.conn.execute(select(st.group_members.c.client_id).where(st.group_members.c.group_id == group_id)).scalars()
-        )
-
     def list_groups(self, ctx: Ctx, org: str) -> list[dict[str, Any]]:
-        o = self._org(ctx, org)
-        gs = ctx.conn.execute(select(st.groups).where(st.groups.c.org_id == o.id).order_by(st.groups.c.name)).all()
-        return [{"org": org, "name": g.name, "members": self._members(ctx, g.id)} for g in gs]
+        org_id = self._org_id(ctx, org)
+        gs = ctx.tx.all("SELECT id, name FROM groups WHERE org_id = ? ORDER BY name", org_id)
+        return [{"org": org, "name": name, "members": self._members(ctx, gid)} for gid, name in gs]
 
     def change_group(self, ctx: Ctx, org: str, name: str, add: list[str], remove: list[str]) -> dict[str, Any]:
-        o, g = self._group(ctx, org, name)
-        if g is None:
+        org_id, gid = self._group(ctx, org, name)
+        if gid is None:
             raise NotFound(f"no group {name} in {org}")
         for cid in add + remove:
             if not CLIENT_ID_RE.match(cid):
                 raise BadRequest(f"bad client id {cid!r}")
         for cid in add:
-            ok = ctx.conn.execute(
-                select(st.clients.c.id).where(st.clients.c.id == cid, st.clients.c.org_id == o.id)
-            ).one_or_none()
-            if ok is None:
+            if ctx.tx.one("SELECT 1 FROM clients WHERE id = ? AND org_id = ?", cid, org_id) is None:
                 raise BadRequest(f"client {cid} is not in organization {org}")
-            present = ctx.conn.execute(
-                select(st.group_members).where(st.group_members.c.group_id == g.id, st.group_members.c.client_id == cid)
-            ).one_or_none()
-            if present is None:
-                ctx.conn.execute(st.group_members.insert().values(group_id=g.id, client_id=cid))
+            if ctx.tx.one("SELECT 1 FROM group_members WHERE group_id = ? AND client_id = ?", gid, cid) is None:
+                ctx.tx.run("INSERT INTO group_members (group_id, client_id) VALUES (?, ?)", gid, cid)
         for cid in remove:
-            ctx.conn.execute(
-                delete(st.group_members).where(st.group_members.c.group_id == g.id, st.group_members.c.client_id == cid)
-            )
+            ctx.tx.run("DELETE FROM group_members WHERE group_id = ? AND client_id = ?", gid, cid)
         ctx.audit.append(ctx.client.id, "group.change", f"{org}/{name}", "ok", added=add, removed=remove)
-        return {"org": org, "name": name, "members": self._members(ctx, g.id)}
+        return {"org": org, "name": name, "members": self._members(ctx, gid)}
 
     def delete_group(self, ctx: Ctx, org: str, name: str) -> dict[str, Any]:
-        _o, g = self._group(ctx, org, name)
-        if g is None:
+        _org_id, gid = self._group(ctx, org, name)
+        if gid is None:
             raise NotFound(f"no group {name} in {org}")
-        ctx.conn.execute(delete(st.group_members).where(st.group_members.c.group_id == g.id))
-        ctx.conn.execute(
-            delete(st.deposit_readers).where(st.deposit_readers.c.kind == "group", st.deposit_readers.c.principal == name)
+        ctx.tx.run("DELETE FROM group_members WHERE group_id = ?", gid)
+        ctx.tx.run(
+            "DELETE FROM deposit_readers WHERE kind = 'group' AND principal = ? AND deposit_id IN "
+            "(SELECT d.id FROM deposits d JOIN clients c ON c.id = d.owner_id WHERE c.org_id = ?)",
+            name,
+            _org_id,
         )
-        ctx.conn.execute(delete(st.groups).where(st.groups.c.id == g.id))
+        ctx.tx.run("DELETE FROM groups WHERE id = ?", gid)
         ctx.audit.append(ctx.client.id, "group.delete", f"{org}/{name}", "ok")
         return {"org": org, "name": name, "deleted": True}
 
     # -- keys and seal state (admin) -----------------------------------------------------------
     def rotate_master_key(self, ctx: Ctx) -> dict[str, Any]:
-        gen = self.barrier.rotate(ctx.conn)
+        gen = self.barrier.rotate(ctx.tx)
         ctx.audit.append(ctx.client.id, "rotate-master-key", "", "ok", generation=gen)
         return {"generation": gen}
 
     def after_rotation(self) -> None:
-        with self.store.read() as conn:
-            self.barrier.refresh(conn)
+        with self.store.read() as tx:
+            self.barrier.refresh(tx)
 
     def seal(self, ctx: Ctx) -> dict[str, Any]:
-        epoch = int(st.get_meta(ctx.conn, "seal_epoch") or "1") + 1
-        st.set_meta(ctx.conn, "seal_epoch", str(epoch))
-        ctx.conn.execute(delete(st.grants))
+        epoch = int(st.get_meta(ctx.tx, "seal_epoch") or "1") + 1
+        st.set_meta(ctx.tx, "seal_epoch", str(epoch))
+        ctx.tx.run("DELETE FROM grants")
         ctx.audit.append(ctx.client.id, "seal", "", "ok", epoch=epoch)
         return {"sealed": True, "epoch": epoch}
 
     def unseal(self, req: SignedRequest, passphrase: str) -> dict[str, Any]:
         """Authenticate an admin without the audit key, derive U, unseal, then audit."""
         try:
-            with self.store.action() as (conn, _seq, _mac):
-                client = self._authenticate(conn, req, _NullAudit())  # type: ignore[arg-type]
+            with self.store.action() as (tx, _seq, _mac):
+                client = self._authenticate(tx, req, _NullAudit())  # type: ignore[arg-type]
                 if client.role != "admin":
                     raise Denied("unsealing needs the admin credential")
-                epoch = int(st.get_meta(conn, "seal_epoch") or "1")
+                epoch = int(st.get_meta(tx, "seal_epoch") or "1")
         except Refused as r:
             raise r.error from None
         except StorageUnavailable as e:
             raise Unavailable(f"database unavailable ({e})") from None
         if not self.barrier.sealed:
             return {"sealed": False, "changed": False}
-        with self.store.read() as conn:
+        with self.store.read() as tx:
             try:
-                unseal_key = barrier_mod.derive_unseal_key(conn, passphrase)
+                unseal_key = barrier_mod.derive_unseal_key(tx, passphrase)
             except (barrier_mod.WrongPassphrase, ValueError):
                 log.warning("unseal refused: wrong passphrase (client %s)", client.id)
                 raise Denied("wrong passphrase") from None
-            self.barrier.unseal(conn, unseal_key, epoch)
-        self._action(lambda conn, aw: aw.append(client.id, "unseal", "", "ok", epoch=epoch))
+            self.barrier.unseal(tx, unseal_key, epoch)
+        self._action(lambda tx, aw: aw.append(client.id, "unseal", "", "ok", epoch=epoch))
         return {"sealed": False, "changed": True}
 
     def audit_tail(self, ctx: Ctx, after: int, limit: int) -> list[dict[str, Any]]:
-        rows = ctx.conn.execute(
-            select(st.audit)
-            .where(st.audit.c.seq > after)
-            .order_by(st.audit.c.seq.desc() if after < 0 else st.audit.c.seq)
-            .limit(limit)
-        ).all()
+        cols = "seq, ts, actor, action, target, outcome, detail"
         if after < 0:
-            rows = list(reversed(rows))
+            rows = list(reversed(ctx.tx.all(f"SELECT {cols} FROM audit ORDER BY seq DESC LIMIT ?", limit)))
+        else:
+            rows = ctx.tx.all(f"SELECT {cols} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", after, limit)
         return [
-            {
-                "seq": r.seq,
-                "ts": r.ts,
-                "actor": r.actor,
-                "action": r.action,
-                "target": r.target,
-                "outcome": r.outcome,
-                "detail": json.loads(r.detail),
-            }
+            {"seq": r[0], "ts": r[1], "actor": r[2], "action": r[3], "target": r[4], "outcome": r[5], "detail": json.loads(r[6])}
             for r in rows
         ]
 

@@ -7,8 +7,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import select
-
 from strongroom.client.profile import Profile
 from strongroom.crypto.identity import Identity
 from strongroom.server import audit, barrier, storage, tls
@@ -23,13 +21,6 @@ class InitResult:
     admin_profile: Path
     admin_id: str
     db_url: str
-
-
-def database_is_initialized(store: storage.Store) -> bool:
-    from sqlalchemy import inspect
-
-    with store.wrap_errors():
-        return inspect(store.engine).has_table("meta")
 
 
 def _empty(path: Path, remove_dir: bool) -> None:
@@ -64,31 +55,26 @@ def init_server(
     data.create(config)
     store = storage.Store(url)
     try:
-        if database_is_initialized(store):
+        if store.has_schema():
             raise DataDirError("that database already holds a Strongroom server; use an empty database")
         tls.create(data.tls, names)
         store.create_schema()
         admin = Identity.generate()
         admin_id = new_client_id()
         secret = new_secret()
-        with store.wrap_errors(), store.engine.begin() as conn:
+        with store.transaction() as tx:
             bar = barrier.Barrier()
-            bar.unseal(conn, barrier.initialize(conn, passphrase), 1)
-            head = conn.execute(select(storage.audit_head)).one()
-            aw = audit.AuditWriter(conn, head.seq, head.mac, bar.audit_key())
+            bar.unseal(tx, barrier.initialize(tx, passphrase), 1)
+            aw = audit.AuditWriter(tx, 0, audit.GENESIS, bar.audit_key())
             now = time.time()
-            conn.execute(
-                storage.clients.insert().values(
-                    id=admin_id,
-                    org_id=None,
-                    name="admin",
-                    public_key=admin.public_bytes(),
-                    role="admin",
-                    status="active",
-                    created=now,
-                )
+            tx.run(
+                "INSERT INTO clients (id, org_id, name, public_key, role, status, created) "
+                "VALUES (?, NULL, 'admin', ?, 'admin', 'active', ?)",
+                admin_id,
+                admin.public_bytes(),
+                now,
             )
-            conn.execute(storage.orgs.insert().values(name=org, secret_hash=secret_hash(secret), created=now))
+            tx.run("INSERT INTO orgs (name, secret_hash, created) VALUES (?, ?, ?)", org, secret_hash(secret), now)
             aw.append("init", "init", "", "ok", db="postgresql" if not store.is_sqlite else "sqlite")
             aw.append("init", "org.create", org, "ok")
         data.head_file.advance(aw.seq, aw.mac)

@@ -1,0 +1,1 @@
+"""Benchmarks that reproduce the seed documents' measurements beside peers (not run as tests)."""

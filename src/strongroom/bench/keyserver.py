@@ -1,0 +1,220 @@
+"""Key-server benchmark: the zTrustee case study's procedure (register, put, get, entropy), scaled to
+this machine, against Strongroom and, in the same run, OpenBao and PyKMIP."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from strongroom.bench import load
+from strongroom.bench.procs import peak_rss_mib, tree
+from strongroom.client import Client
+from strongroom.server.datadir import DataDir
+from strongroom.server.setup import init_server
+
+PASSPHRASE = "benchmark passphrase"  # noqa: S105 - a throwaway server
+VALUE32 = b"k" * 32
+
+
+@dataclass
+class Report:
+    machine: dict[str, Any] = field(default_factory=dict)
+    latency_ms: dict[str, dict[str, float]] = field(default_factory=dict)
+    load: list[dict[str, Any]] = field(default_factory=list)
+    registrations: list[dict[str, Any]] = field(default_factory=list)
+    entropy_30s: list[dict[str, Any]] = field(default_factory=list)
+    memory_mib: dict[str, float] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+
+
+def machine_facts() -> dict[str, Any]:
+    model = ""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "kernel": os.uname().release,
+        "python": sys.version.split()[0],
+    }
+
+
+class Strongroom:
+    def __init__(self, root: Path, workers: int) -> None:
+        self.root = root
+        self.data = DataDir(root / "data")
+        res = init_server(self.data, PASSPHRASE)
+        self.org, self.secret = res.org, res.auth_secret
+        pw = root / "pw"
+        pw.write_text(PASSPHRASE)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "strongroom.cli.main",
+                "server",
+                "start",
+                "--data",
+                str(self.data.path),
+                "--listen",
+                "127.0.0.1:0",
+                "--workers",
+                str(workers),
+                "--passphrase-file",
+                str(pw),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().decode()
+        self.url = line.split("listening on ")[1].split()[0]
+        time.sleep(1.5)
+        self.client = Client.register([self.url], self.org, self.secret, "bench", root / "profile", self.data.ca_file)
+
+    def pids(self) -> list[int]:
+        return tree(self.proc.pid)
+
+    def worker_rss(self) -> float:
+        return max((peak_rss_mib(p) for p in self.pids()[1:]), default=0.0)
+
+    def stop(self) -> None:
+        self.client.close()
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(30)
+
+
+def _median_ms(fn: Any, n: int) -> float:
+    samples = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t) * 1000)
+    return round(statistics.median(samples), 3)
+
+
+def _register_loop(args: tuple[str, str, str, str, float, int]) -> int:
+    url, org, secret, ca, seconds, threads = args
+    import threading
+
+    done = [0] * threads
+    deadline = time.time() + seconds
+
+    def worker(i: int) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            while time.time() < deadline:
+                prof = Path(tmp) / "p"
+                c = Client.register([url], org, secret, f"reg{i}", prof, ca)
+                c.close()
+                shutil.rmtree(prof)  # discard the local profile, repeat
+                done[i] += 1
+
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return sum(done)
+
+
+def registrations(s: Strongroom, concurrency: int, seconds: float) -> dict[str, Any]:
+    procs = min(concurrency, 2)
+    per = concurrency // procs
+    t = time.perf_counter()
+    with ProcessPoolExecutor(procs) as pool:
+        counts = list(pool.map(_register_loop, [(s.url, s.org, s.secret, str(s.data.ca_file), seconds, per)] * procs))
+    wall = time.perf_counter() - t
+    return {
+        "system": "strongroom",
+        "concurrency": concurrency,
+        "seconds": seconds,
+        "completed": sum(counts),
+        "rate": round(sum(counts) / wall, 1),
+    }
+
+
+def bench_strongroom(report: Report, root: Path, seconds: float, quick: bool) -> None:
+    s = Strongroom(root / "strongroom", workers=2)
+    try:
+        c = s.client
+        c.put("bench32", VALUE32)
+        n = 20 if quick else 200
+        report.latency_ms["strongroom"] = {
+            "register": _median_ms(
+                lambda: Client.register([s.url], s.org, s.secret, "one", _fresh(root), s.data.ca_file).close(), n // 4
+            ),
+            "put_32B": _median_ms(lambda: c.put("lat", VALUE32), n),
+            "get_32B": _median_ms(lambda: c.get("bench32"), n),
+            "entropy_1000B": _median_ms(lambda: c.entropy(1000), n),
+        }
+        est = 12000 * seconds
+        for conns in (1, 16):
+            for label, method, path, body in (
+                ("get 32 B", "GET", "/v1/deposits/bench32", b""),
+                (
+                    "put 32 B",
+                    "PUT",
+                    "/v1/deposits/bench-put",
+                    json.dumps({"data": "a2trMTIzNDU2Nzg5MDEyMzQ1Njc4OTAxMjM0NQ=="}).encode(),
+                ),
+                ("entropy 1000 B", "GET", "/v1/entropy?bytes=1000", b""),
+            ):
+                lines = load.presign(c, method, path, body, int(est if conns > 1 else est / 4))
+                r = load.run_wrk(f"strongroom {label}", s.url, lines, conns, seconds, s.pids())
+                report.load.append({"system": "strongroom", **r.row()})
+                print(f"  strongroom {label} c={conns}: {r.rate}/s p99 {r.p99_ms} ms errors {r.errors}", flush=True)
+        reg_seconds = 5 if quick else 30
+        for conc in (1, 16):
+            report.registrations.append(registrations(s, conc, reg_seconds))
+            print(f"  strongroom registrations c={conc}: {report.registrations[-1]}", flush=True)
+        report.memory_mib["strongroom_worker_peak_rss"] = round(s.worker_rss(), 1)
+    finally:
+        s.stop()
+
+
+_fresh_n = [0]
+
+
+def _fresh(root: Path) -> Path:
+    _fresh_n[0] += 1
+    return root / "lat-profiles" / str(_fresh_n[0])
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", type=Path, default=Path("bench-results/keyserver.json"))
+    args = ap.parse_args(argv)
+    seconds = 2 if args.quick else args.seconds
+    report = Report(machine=machine_facts())
+    if not load.wrk_available():
+        report.missing.append("wrk (apt-get install wrk)")
+        raise SystemExit("wrk is missing: install it with 'apt-get install wrk' (scripts/install.sh does)")
+    with tempfile.TemporaryDirectory(prefix="strongroom-bench-") as tmp:
+        bench_strongroom(report, Path(tmp), seconds, args.quick)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report.__dict__, indent=2) + "\n")
+    print(f"results in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
