@@ -107,7 +107,8 @@ def test_rotation_rewraps_keys_not_ciphertext(deployment: Deployment) -> None:
         after = {(r[0], r[1]): (bytes(r[2]), bytes(r[3])) for r in tx.all(versions)}
         gens = {r[0] for r in tx.all("SELECT generation FROM master_keys")}
         rows = tx.all(
-            "SELECT v.deposit_id, v.version, v.wrapped_key, d.owner_id FROM deposit_versions v JOIN deposits d ON d.id = v.deposit_id"
+            "SELECT v.deposit_id, v.version, v.wrapped_key, d.owner_id "
+            "FROM deposit_versions v JOIN deposits d ON d.id = v.deposit_id"
         )
     store.dispose()
     assert gens == {2}
