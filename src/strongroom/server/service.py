@@ -17,6 +17,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -25,9 +26,9 @@ from strongroom.crypto.identity import b64u, unb64u, verify
 from strongroom.server import audit as audit_mod
 from strongroom.server import barrier as barrier_mod
 from strongroom.server import storage as st
+from strongroom.server.committer import GroupCommitter
 from strongroom.server.datadir import DataDir, ServerConfig
 from strongroom.server.errors import (
-    ApiError,
     BadRequest,
     Conflict,
     Denied,
@@ -35,7 +36,6 @@ from strongroom.server.errors import (
     IntegrityFailure,
     NotFound,
     Refused,
-    Sealed,
     StorageUnavailable,
     TooLarge,
     TooMany,
@@ -171,29 +171,17 @@ class Service:
         self.config = config
         self.head_file = datadir.head_file
         self.limiter = RegistrationLimiter()
+        self.committer = GroupCommitter(store, barrier, self.head_file)
 
     # -- transaction plumbing --------------------------------------------------------------
-    def _action(self, fn: Callable[[Tx, audit_mod.AuditWriter], T]) -> T:
-        try:
-            key = self.barrier.audit_key()
-        except barrier_mod.SealedError:
-            raise Sealed("the server is sealed; unseal it with 'strongroom server unseal'") from None
-        refused: ApiError | None = None
-        try:
-            with self.store.action() as (tx, seq, mac):
-                aw = audit_mod.AuditWriter(tx, seq, mac, key)
-                try:
-                    result = fn(tx, aw)
-                except Refused as r:
-                    refused = r.error
-        except StorageUnavailable as e:
-            raise Unavailable(f"database unavailable ({e})") from None
-        self.head_file.advance(aw.seq, aw.mac)
-        if refused is not None:
-            raise refused
-        return result
+    def submit(self, fn: Callable[[Tx, audit_mod.AuditWriter], T]) -> Future[T]:
+        """Queue an action for the next group commit; the future resolves after it committed."""
+        return self.committer.submit(fn)
 
-    def signed(self, req: SignedRequest, fn: Callable[[Ctx], T], admin: bool = False) -> T:
+    def _action(self, fn: Callable[[Tx, audit_mod.AuditWriter], T]) -> T:
+        return self.submit(fn).result()
+
+    def signed_future(self, req: SignedRequest, fn: Callable[[Ctx], T], admin: bool = False) -> Future[T]:
         def run(tx: Tx, aw: audit_mod.AuditWriter) -> T:
             client = self._authenticate(tx, req, aw)
             if admin and client.role != "admin":
@@ -201,7 +189,10 @@ class Service:
                 raise Refused(Denied("this operation needs the admin credential"))
             return fn(Ctx(tx, client, aw))
 
-        return self._action(run)
+        return self.submit(run)
+
+    def signed(self, req: SignedRequest, fn: Callable[[Ctx], T], admin: bool = False) -> T:
+        return self.signed_future(req, fn, admin).result()
 
     def _authenticate(self, tx: Tx, req: SignedRequest, aw: audit_mod.AuditWriter) -> ClientRow:
         h = req.headers
@@ -240,6 +231,9 @@ class Service:
 
     # -- registration -----------------------------------------------------------------------
     def register(self, org: str, auth_secret: str, name: str, public_key: str, source: str) -> dict[str, Any]:
+        return self.register_future(org, auth_secret, name, public_key, source).result()
+
+    def register_future(self, org: str, auth_secret: str, name: str, public_key: str, source: str) -> Future[dict[str, Any]]:
         self.limiter.check(source)
         check_name(org, "organization name", SHORT_NAME_RE)
         check_name(name, "client name", CLIENT_NAME_RE)
@@ -275,7 +269,7 @@ class Service:
             aw.append(client_id, "register", org, "ok", name=name, source=source)
             return {"client_id": client_id, "org": org, "name": name}
 
-        return self._action(run)
+        return self.submit(run)
 
     # -- deposits ----------------------------------------------------------------------------
     def _policy_rows(self, tx: Tx, owner: ClientRow, policy: Policy) -> list[tuple[str, str]]:

@@ -1,0 +1,108 @@
+"""Group commit: one writer thread per process runs queued actions in one transaction each batch.
+
+Each action gets a savepoint, so a failed action is undone alone; a refused one (audited,
+then answered with an error) keeps its audit entry.  One fsync then covers the whole batch,
+and no request thread waits in the database's lock queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from strongroom.server import audit as audit_mod
+from strongroom.server import barrier as barrier_mod
+from strongroom.server import storage as st
+from strongroom.server.errors import Refused, Sealed, StorageUnavailable, Unavailable
+from strongroom.server.headfile import HeadFile
+from strongroom.server.storage import Tx
+
+log = logging.getLogger("strongroom.server.committer")
+
+MAX_BATCH = 64
+Action = Callable[[Tx, audit_mod.AuditWriter], Any]
+
+
+def _sealed() -> Sealed:
+    return Sealed("the server is sealed; unseal it with 'strongroom server unseal'")
+
+
+class GroupCommitter:
+    def __init__(self, store: st.Store, barrier: barrier_mod.Barrier, head_file: HeadFile) -> None:
+        self.store = store
+        self.barrier = barrier
+        self.head_file = head_file
+        self._queue: queue.SimpleQueue[tuple[Action, Future[Any]]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+
+    def submit(self, fn: Action) -> Future[Any]:
+        fut: Future[Any] = Future()
+        if self.barrier.sealed:
+            fut.set_exception(_sealed())
+            return fut
+        if self._thread is None:
+            with self._start_lock:
+                if self._thread is None:  # started lazily: never before the worker forks
+                    self._thread = threading.Thread(target=self._loop, name="group-commit", daemon=True)
+                    self._thread.start()
+        self._queue.put((fn, fut))
+        return fut
+
+    def _loop(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            while len(batch) < MAX_BATCH:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                self._run(batch)
+            except BaseException as e:  # noqa: BLE001 - the loop must survive anything
+                log.error("group commit failed: %s", type(e).__name__)
+                for _fn, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(Unavailable("the server could not complete the request"))
+
+    def _run(self, batch: list[tuple[Action, Future[Any]]]) -> None:
+        try:
+            key = self.barrier.audit_key()
+        except barrier_mod.SealedError:
+            for _fn, fut in batch:
+                fut.set_exception(_sealed())
+            return
+        outcomes: list[tuple[Future[Any], bool, Any]] = []
+        try:
+            with self.store.action() as (tx, seq, mac):
+                aw = audit_mod.AuditWriter(tx, seq, mac, key)
+                for fn, fut in batch:
+                    saved = (aw.seq, aw.mac)
+                    try:
+                        with tx.savepoint():
+                            try:
+                                outcomes.append((fut, True, fn(tx, aw)))
+                            except Refused as r:  # audited refusal: keep its entry, answer the error
+                                outcomes.append((fut, False, r.error))
+                    except st.OUTAGE_ERRORS:
+                        raise  # the whole batch fails as one; nothing was acknowledged
+                    except barrier_mod.SealedError:
+                        aw.seq, aw.mac = saved
+                        outcomes.append((fut, False, _sealed()))
+                    except Exception as e:  # noqa: BLE001 - this action alone is undone
+                        aw.seq, aw.mac = saved
+                        outcomes.append((fut, False, e))
+        except StorageUnavailable as e:
+            for _fn, fut in batch:
+                fut.set_exception(Unavailable(f"database unavailable ({e})"))
+            return
+        self.head_file.advance(aw.seq, aw.mac)
+        for fut, ok, value in outcomes:  # answered only after the commit: acknowledged means durable
+            if ok:
+                fut.set_result(value)
+            else:
+                fut.set_exception(value)
