@@ -9,6 +9,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Future
 from typing import Any, Literal, TypeVar
 
 from fastapi import FastAPI, Query, Request
@@ -21,7 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from strongroom.crypto import reqsig
-from strongroom.server.errors import ApiError, BadRequest, TooLarge
+from strongroom.server.errors import ApiError, BadRequest, TooLarge, Unavailable
 from strongroom.server.nodes import NodeAgent
 from strongroom.server.service import MAX_ENTROPY, Policy, Service, SignedRequest
 
@@ -68,6 +69,17 @@ class NameRequest(Strict):
 class GroupChange(Strict):
     add: list[str] = Field(default_factory=list, max_length=1000)
     remove: list[str] = Field(default_factory=list, max_length=1000)
+
+
+REQUEST_TIMEOUT = 30.0
+
+
+async def _bounded(fut: Future[T]) -> T:
+    """Await a group-commit result, answering 503 rather than hanging if the database never frees up."""
+    try:
+        return await asyncio.wait_for(asyncio.wrap_future(fut), REQUEST_TIMEOUT)
+    except TimeoutError:
+        raise Unavailable("the database did not answer in time; retry later") from None
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
@@ -243,7 +255,8 @@ def create_app(service: Service, agent: NodeAgent | None = None) -> FastAPI:
         )
 
     async def signed(request: Request, fn: Callable[[Any], T], admin: bool = False) -> T:
-        return await asyncio.wrap_future(service.signed_future(await signed_request(request), fn, admin))
+        req = await signed_request(request)
+        return await _bounded(service.signed_future(req, fn, admin))
 
     # -- public ------------------------------------------------------------------------------
     @app.get("/health")
@@ -258,7 +271,7 @@ def create_app(service: Service, agent: NodeAgent | None = None) -> FastAPI:
     @app.post("/v1/register", status_code=201)
     async def register(body: RegisterRequest, request: Request) -> dict[str, Any]:
         source = request.client.host if request.client else "unknown"
-        return await asyncio.wrap_future(service.register_future(body.org, body.auth_secret, body.name, body.public_key, source))
+        return await _bounded(service.register_future(body.org, body.auth_secret, body.name, body.public_key, source))
 
     # -- clients -----------------------------------------------------------------------------
     @app.get("/v1/whoami")

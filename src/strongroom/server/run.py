@@ -77,6 +77,9 @@ def _worker(sock: socket.socket, data: DataDir, unseal_key: bytes | None, log_le
     from strongroom.server.nodes import NodeAgent
     from strongroom.server.service import Service
 
+    # Two busy threads (event loop, group commit) hand the GIL back and forth; the default
+    # 5 ms switch interval turned each handoff into a latency spike.
+    sys.setswitchinterval(0.0005)
     config = data.load_config()
     store = storage.Store(config.db_url)
     bar = barrier_mod.Barrier()

@@ -172,6 +172,7 @@ class Service:
         self.head_file = datadir.head_file
         self.limiter = RegistrationLimiter()
         self.committer = GroupCommitter(store, barrier, self.head_file)
+        self._keys: dict[str, bytes] = {}
 
     # -- transaction plumbing --------------------------------------------------------------
     def submit(self, fn: Callable[[Tx, audit_mod.AuditWriter], T]) -> Future[T]:
@@ -182,8 +183,10 @@ class Service:
         return self.submit(fn).result()
 
     def signed_future(self, req: SignedRequest, fn: Callable[[Ctx], T], admin: bool = False) -> Future[T]:
+        checked = self.verify_signature(req)  # CPU work done before taking the write lock
+
         def run(tx: Tx, aw: audit_mod.AuditWriter) -> T:
-            client = self._authenticate(tx, req, aw)
+            client = self._authenticate(tx, req, aw, checked)
             if admin and client.role != "admin":
                 aw.append(client.id, "admin", req.raw_path, "denied", reason="not an admin")
                 raise Refused(Denied("this operation needs the admin credential"))
@@ -194,7 +197,12 @@ class Service:
     def signed(self, req: SignedRequest, fn: Callable[[Ctx], T], admin: bool = False) -> T:
         return self.signed_future(req, fn, admin).result()
 
-    def _authenticate(self, tx: Tx, req: SignedRequest, aw: audit_mod.AuditWriter) -> ClientRow:
+    def verify_signature(self, req: SignedRequest) -> tuple[str, str, int]:
+        """Check the signature outside the write transaction; returns (client id, nonce, timestamp).
+
+        A client's public key never changes, so it is cached; its status is not, and is read
+        inside the transaction by ``_authenticate``.
+        """
         h = req.headers
         client_id = h.get(reqsig.HEADER_CLIENT, "")
         ts = h.get(reqsig.HEADER_TIME, "")
@@ -210,9 +218,33 @@ class Service:
             signature = unb64u(sig)
         except ValueError:
             raise Unauthorized("malformed signature") from None
-        client = _client(tx.one(f"SELECT {_CLIENT_COLS} FROM clients WHERE id = ?", client_id))
+        public_key = self._public_key(client_id)
         message = reqsig.string_to_sign(req.method, req.raw_path, req.raw_query, req.body, ts, nonce, client_id)
-        if client is None or not verify(client.public_key, signature, message):
+        if public_key is None or not verify(public_key, signature, message):
+            raise Unauthorized("unknown client or bad signature")
+        return client_id, nonce, int(ts)
+
+    def _public_key(self, client_id: str) -> bytes | None:
+        key = self._keys.get(client_id)
+        if key is None:
+            try:
+                with self.store.snapshot() as tx:
+                    raw = tx.value("SELECT public_key FROM clients WHERE id = ?", client_id)
+            except StorageUnavailable as e:
+                raise Unavailable(f"database unavailable ({e})") from None
+            if raw is None:
+                return None
+            if len(self._keys) > 100_000:
+                self._keys.clear()
+            key = self._keys[client_id] = bytes(raw)
+        return key
+
+    def _authenticate(
+        self, tx: Tx, req: SignedRequest, aw: audit_mod.AuditWriter, checked: tuple[str, str, int] | None = None
+    ) -> ClientRow:
+        client_id, nonce, ts = checked or self.verify_signature(req)
+        client = _client(tx.one(f"SELECT {_CLIENT_COLS} FROM clients WHERE id = ?", client_id))
+        if client is None:
             raise Unauthorized("unknown client or bad signature")
         if client.status != "active":
             aw.append(client.id, "auth", req.raw_path, "denied", reason=f"client is {client.status}")
@@ -223,7 +255,7 @@ class Service:
                     "INSERT INTO nonces (client_id, nonce, expires) VALUES (?, ?, ?)",
                     client_id,
                     nonce,
-                    int(ts) + 2 * reqsig.MAX_SKEW_SECONDS,
+                    ts + 2 * reqsig.MAX_SKEW_SECONDS,
                 )
         except INTEGRITY_ERRORS:
             raise Unauthorized("replayed request (nonce already used)") from None
