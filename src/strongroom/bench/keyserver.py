@@ -20,6 +20,7 @@ from typing import Any
 from strongroom.bench import load
 from strongroom.bench.procs import peak_rss_mib, tree
 from strongroom.client import Client
+from strongroom.crypto.identity import Identity
 from strongroom.server.datadir import DataDir
 from strongroom.server.setup import init_server
 
@@ -116,11 +117,11 @@ def _register_loop(args: tuple[str, str, str, str, float, int]) -> int:
     deadline = time.time() + seconds
 
     def worker(i: int) -> None:
-        with tempfile.TemporaryDirectory() as tmp:
+        # One connection per thread, reused for every registration (Client.register(via=...)).
+        with tempfile.TemporaryDirectory() as tmp, Client([url], "", Identity.generate(), ca) as conn:
             while time.time() < deadline:
                 prof = Path(tmp) / "p"
-                c = Client.register([url], org, secret, f"reg{i}", prof, ca)
-                c.close()
+                Client.register([url], org, secret, f"reg{i}", prof, ca, via=conn).close()
                 shutil.rmtree(prof)  # discard the local profile, repeat
                 done[i] += 1
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import ssl
@@ -23,8 +24,10 @@ Strings = list[str]
 _CONNECT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError)
 
 
-def _tls_context(ca_file: str | os.PathLike[str] | None) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+@functools.lru_cache(maxsize=16)
+def _tls_context(ca_file: str | None) -> ssl.SSLContext:
+    # Shared per CA file: building a context (and parsing the CA) cost more than a request.
+    ctx = ssl.create_default_context(cafile=ca_file)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     return ctx
 
@@ -74,7 +77,7 @@ class Client:
         self.client_id = client_id
         self._identity = identity
         self.ca_file = ca_file
-        self._http = httpx.Client(verify=_tls_context(ca_file), timeout=timeout, http2=False)
+        self._http = httpx.Client(verify=_tls_context(str(ca_file) if ca_file else None), timeout=timeout, http2=False)
         self._current = 0
 
     @classmethod
@@ -91,18 +94,28 @@ class Client:
         name: str,
         profile_dir: str | os.PathLike[str],
         ca_file: str | os.PathLike[str] | None = None,
+        via: Client | None = None,
     ) -> Client:
-        """Make an identity on this host, register its public key, and save the profile."""
+        """Make an identity on this host, register its public key, and save the profile.
+
+        ``via`` sends the registration over an existing client's connection (one TLS
+        handshake for many registrations, e.g. when enrolling hosts in bulk).
+        """
         identity = Identity.generate()
         body = {"org": org, "auth_secret": auth_secret, "name": name, "public_key": b64u(identity.public_bytes())}
-        anon = cls(servers, "", identity, ca_file)
+        conn = via if via is not None else cls(servers, "", identity, ca_file)
         try:
-            out = anon._send("POST", "/v1/register", json_body=body, sign=False).json()
-        finally:
-            anon.close()
+            out = conn._send("POST", "/v1/register", json_body=body, sign=False).json()
+        except BaseException:
+            if via is None:
+                conn.close()
+            raise
         ca_pem = Path(ca_file).read_bytes() if ca_file else None
         Profile(Path(profile_dir), servers, out["client_id"], identity, name, org).save(ca_pem)
-        return cls(servers, out["client_id"], identity, ca_file)
+        if via is not None:
+            return cls(servers, out["client_id"], identity, ca_file)
+        conn.client_id, conn._identity = out["client_id"], identity
+        return conn
 
     def close(self) -> None:
         self._http.close()
