@@ -84,6 +84,11 @@ class ServerProcess:
                     raise
                 time.sleep(0.1)
 
+    def pids(self) -> list[int]:
+        from strongroom.bench.procs import tree
+
+        return tree(self.proc.pid)
+
     def stop(self) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)

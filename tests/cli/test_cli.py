@@ -118,7 +118,20 @@ def test_admin_commands_with_data_env(running: Deployment) -> None:
     assert "no client" in _one_line_error(r)
 
 
-def test_help_has_examples() -> None:
-    for args in (["--help"], ["server", "init", "--help"], ["put", "--help"], ["register", "--help"]):
-        r = cli(*args)
-        assert r.returncode == 0 and b"Example" in r.stdout, args
+def test_every_command_has_help_with_an_example() -> None:
+    import click
+
+    from strongroom.cli.main import cli as root
+
+    def walk(cmd: click.Command, path: list[str]):  # type: ignore[no-untyped-def]
+        if isinstance(cmd, click.Group):
+            for name, sub in cmd.commands.items():
+                yield from walk(sub, [*path, name])
+        else:
+            yield path
+
+    paths = list(walk(root, []))
+    assert len(paths) > 25
+    for path in paths:
+        r = cli(*path, "--help")
+        assert r.returncode == 0 and b"Example" in r.stdout, path

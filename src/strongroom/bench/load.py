@@ -100,7 +100,8 @@ def run_wrk(
     """Drive ``base_url`` with wrk: pre-signed ``lines`` (replayed), or one fixed request."""
     threads = min(2, connections)
     with tempfile.TemporaryDirectory() as tmp:
-        base = ["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{seconds}s", "--latency", "--timeout", "10s"]
+        duration = f"{max(1, round(seconds))}s"
+        base = ["wrk", "-t", str(threads), "-c", str(connections), "-d", duration, "--latency", "--timeout", "10s"]
         if lines is None:
             # A fixed request: wrk's own fast path (no Lua per request), headers with -H,
             # as the baselines measured peers.
@@ -114,10 +115,13 @@ def run_wrk(
             req_file = Path(tmp) / "requests.tsv"
             req_file.write_text("\n".join(lines) + "\n")
             cmd = [*base, "-s", str(LUA), base_url, "--", str(req_file), str(threads)]
-        with CpuWindow(server_pids) as w:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60, env={**os.environ})
+        for _attempt in range(2):  # wrk 4.1 occasionally dies at start-up with no message; one retry
+            with CpuWindow(server_pids) as w:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60, env={**os.environ})
+            if proc.returncode == 0:
+                break
     if proc.returncode != 0:
-        raise RuntimeError(f"wrk failed: {proc.stderr.strip()[:300]}")
+        raise RuntimeError(f"wrk failed (exit {proc.returncode}): {(proc.stderr or proc.stdout).strip()[-300:]}")
     r = parse_wrk(proc.stdout)
     gen_cpu = w.children_cpu / w.wall
     per_req = w.children_cpu / r["requests"] if r["requests"] else float("inf")

@@ -99,7 +99,12 @@ def register(
 @profile_option
 @json_option
 def whoami(profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
-    """Show this client's identity as the server sees it."""
+    """Show this client's identity as the server sees it.
+
+    \b
+    Example:
+      strongroom whoami --profile ~/.config/strongroom
+    """
     with open_client(profile, servers) as c:
         emit(c.whoami(), as_json, lambda o: click.echo(f"{o['client_id']} ({o['name']}, org {o['org']}, {o['role']})"))
 
@@ -185,7 +190,12 @@ def get(
 @profile_option
 @json_option
 def ls(shared: bool, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
-    """List deposits."""
+    """List deposits.
+
+    \b
+    Example:
+      strongroom ls --shared --json
+    """
 
     def human(rows: list[dict[str, Any]]) -> None:
         t = Table("name", "owner", "versions", "gets", "readers", "expires", "max gets")
@@ -216,7 +226,12 @@ def ls(shared: bool, profile: Path | None, servers: tuple[str, ...], as_json: bo
 @profile_option
 @json_option
 def rm(name: str, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
-    """Delete a deposit of yours with all its versions."""
+    """Delete a deposit of yours with all its versions.
+
+    \b
+    Example:
+      strongroom rm old-db-key
+    """
     with open_client(profile, servers) as c:
         c.delete(name)
     emit({"name": name, "deleted": True}, as_json, lambda o: click.echo(f"{name}: deleted"))
@@ -237,7 +252,12 @@ def policy(
     servers: tuple[str, ...],
     as_json: bool,
 ) -> None:
-    """Replace the policy of a deposit of yours (no options: owner only, no limits)."""
+    """Replace the policy of a deposit of yours (no options: owner only, no limits).
+
+    \b
+    Example:
+      strongroom policy db-key --reader group:dbhosts --expires 7d
+    """
     with open_client(profile, servers) as c:
         out = c.set_policy(
             name,
@@ -255,7 +275,12 @@ def policy(
 @profile_option
 @json_option
 def entropy(n: int, output: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
-    """Draw random bytes from the server (getrandom(2) on the server); hex on a terminal."""
+    """Draw random bytes from the server (getrandom(2) on the server); hex on a terminal.
+
+    \b
+    Example:
+      strongroom entropy --bytes 32 -o seed.bin
+    """
     with open_client(profile, servers) as c:
         data = c.entropy(n)
     if as_json:

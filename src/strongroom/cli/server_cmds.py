@@ -127,7 +127,12 @@ def server_start(
 def server_unseal(
     data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], passphrase_file: Path | None, as_json: bool
 ) -> None:
-    """Unseal a running server (every process on its database follows)."""
+    """Unseal a running server (every process on its database follows).
+
+    \b
+    Example:
+      strongroom server unseal --data /var/lib/strongroom --passphrase-file /root/pw
+    """
     pw = read_passphrase(passphrase_file)
     with open_client(profile, servers, data_dir, admin=True) as c:
         emit(c.unseal(pw), as_json, lambda o: click.echo("unsealed" if o["changed"] else "already unsealed"))
@@ -137,7 +142,12 @@ def server_unseal(
 @admin_options
 @json_option
 def server_seal(data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
-    """Seal every process of a running server: deposits are refused until unsealed."""
+    """Seal every process of a running server: deposits are refused until unsealed.
+
+    \b
+    Example:
+      strongroom server seal --data /var/lib/strongroom
+    """
     with open_client(profile, servers, data_dir, admin=True) as c:
         emit(c.seal(), as_json, lambda o: click.echo("sealed"))
 
@@ -146,7 +156,12 @@ def server_seal(data_dir: Path | None, profile: Path | None, servers: tuple[str,
 @admin_options
 @json_option
 def server_rotate(data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
-    """Re-wrap every data key under a new master key while serving; the old one then opens nothing."""
+    """Re-wrap every data key under a new master key while serving; the old one then opens nothing.
+
+    \b
+    Example:
+      strongroom server rotate-master-key --data /var/lib/strongroom
+    """
     with open_client(profile, servers, data_dir, admin=True) as c:
         emit(c.rotate_master_key(), as_json, lambda o: click.echo(f"master key rotated; generation {o['generation']}"))
 
@@ -157,7 +172,12 @@ def server_rotate(data_dir: Path | None, profile: Path | None, servers: tuple[st
 @passphrase_option
 @json_option
 def server_backup(data_dir: Path | None, out_path: Path, passphrase_file: Path | None, as_json: bool) -> None:
-    """Write a consistent, encrypted backup (database and data dir) while the server runs."""
+    """Write a consistent, encrypted backup (database and data dir) while the server runs.
+
+    \b
+    Example:
+      strongroom server backup --data /var/lib/strongroom --out /backup/strongroom.srb --passphrase-file /root/pw
+    """
     from strongroom.server.backup import write_backup_file
 
     data = require_data(data_dir)
@@ -176,7 +196,12 @@ def server_backup(data_dir: Path | None, out_path: Path, passphrase_file: Path |
 @passphrase_option
 @json_option
 def server_restore(data_dir: Path | None, in_path: Path, db_url: str | None, passphrase_file: Path | None, as_json: bool) -> None:
-    """Restore a backup into an empty data dir (and empty database)."""
+    """Restore a backup into an empty data dir (and empty database).
+
+    \b
+    Example:
+      strongroom server restore --data /var/lib/strongroom-new --in /backup/strongroom.srb
+    """
     from strongroom.server.backup import BackupError, restore
 
     data = require_data(data_dir)
@@ -198,7 +223,12 @@ def audit_group() -> None:
 @passphrase_option
 @json_option
 def audit_verify(data_dir: Path | None, passphrase_file: Path | None, as_json: bool) -> None:
-    """Check the whole chain; exit 1 and name the first bad entry if anything was altered."""
+    """Check the whole chain; exit 1 and name the first bad entry if anything was altered.
+
+    \b
+    Example:
+      strongroom server audit verify --data /var/lib/strongroom --passphrase-file /root/pw
+    """
     from strongroom.server import barrier
     from strongroom.server.maintenance import verify_audit
 
@@ -225,7 +255,12 @@ def audit_verify(data_dir: Path | None, passphrase_file: Path | None, as_json: b
 def audit_tail(
     data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], limit: int, follow: bool, as_json: bool
 ) -> None:
-    """Print the newest audit entries."""
+    """Print the newest audit entries.
+
+    \b
+    Example:
+      strongroom server audit tail --data /var/lib/strongroom -n 50 --follow
+    """
 
     def show(rows: list[dict[str, Any]]) -> None:
         for r in rows:
@@ -262,7 +297,12 @@ def org() -> None:
 @admin_options
 @json_option
 def org_create(name: str, data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
-    """Create an organization; its auth secret is printed once."""
+    """Create an organization; its auth secret is printed once.
+
+    \b
+    Example:
+      strongroom org create finance --data /var/lib/strongroom
+    """
     with open_client(profile, servers, data_dir, admin=True) as c:
         emit(c.create_org(name), as_json, lambda o: click.echo(f"organization {o['name']}: auth secret {o['auth_secret']}"))
 
@@ -271,7 +311,12 @@ def org_create(name: str, data_dir: Path | None, profile: Path | None, servers: 
 @admin_options
 @json_option
 def org_list(data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
-    """List organizations."""
+    """List organizations.
+
+    \b
+    Example:
+      strongroom org list --data /var/lib/strongroom --json
+    """
     with open_client(profile, servers, data_dir, admin=True) as c:
         emit(c.list_orgs(), as_json, lambda rows: _table(rows, ["name", "clients", "created"]))
 
@@ -281,7 +326,12 @@ def org_list(data_dir: Path | None, profile: Path | None, servers: tuple[str, ..
 @admin_options
 @json_option
 def org_rotate(name: str, data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
-    """Replace an organization's auth secret; the old one stops working at once."""
+    """Replace an organization's auth secret; the old one stops working at once.
+
+    \b
+    Example:
+      strongroom org rotate-secret finance --data /var/lib/strongroom
+    """
     with open_client(profile, servers, data_dir, admin=True) as c:
         emit(
             c.rotate_org_secret(name),
@@ -299,7 +349,12 @@ def client_group() -> None:
 @admin_options
 @json_option
 def client_list(data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
-    """List registered clients."""
+    """List registered clients.
+
+    \b
+    Example:
+      strongroom client list --data /var/lib/strongroom
+    """
     with open_client(profile, servers, data_dir, admin=True) as c:
         emit(c.list_clients(), as_json, lambda rows: _table(rows, ["client_id", "name", "org", "role", "status"]))
 
@@ -312,7 +367,7 @@ def _status_command(action: str, doc: str) -> click.Command:
         with open_client(profile, servers, data_dir, admin=True) as c:
             emit(c.set_client_status(client_id, action), as_json, lambda o: click.echo(f"{o['client_id']}: {o['status']}"))
 
-    cmd.__doc__ = doc
+    cmd.__doc__ = f"{doc}\n\n\b\nExample:\n  strongroom client {action} c_0123456789abcdef --data /var/lib/strongroom"
     return click.command(action)(cmd)
 
 
@@ -334,7 +389,12 @@ def group_group() -> None:
 def group_create(
     name: str, org_name: str, data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool
 ) -> None:
-    """Create a group."""
+    """Create a group.
+
+    \b
+    Example:
+      strongroom group create dbhosts --org default --data /var/lib/strongroom
+    """
     with open_client(profile, servers, data_dir, admin=True) as c:
         emit(c.create_group(org_name, name), as_json, lambda o: click.echo(f"group {o['name']} created in {o['org']}"))
 
@@ -354,7 +414,12 @@ def group_add(
     servers: tuple[str, ...],
     as_json: bool,
 ) -> None:
-    """Add clients to a group."""
+    """Add clients to a group.
+
+    \b
+    Example:
+      strongroom group add dbhosts c_0123456789abcdef --data /var/lib/strongroom
+    """
     with open_client(profile, servers, data_dir, admin=True) as c:
         emit(
             c.change_group(org_name, name, add=list(client_ids)),
@@ -378,7 +443,12 @@ def group_rm(
     servers: tuple[str, ...],
     as_json: bool,
 ) -> None:
-    """Remove clients from a group; with no client, delete the group."""
+    """Remove clients from a group; with no client, delete the group.
+
+    \b
+    Example:
+      strongroom group rm dbhosts c_0123456789abcdef --data /var/lib/strongroom
+    """
     with open_client(profile, servers, data_dir, admin=True) as c:
         if client_ids:
             emit(
@@ -395,7 +465,12 @@ def group_rm(
 @admin_options
 @json_option
 def group_ls(org_name: str, data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
-    """List groups and their members."""
+    """List groups and their members.
+
+    \b
+    Example:
+      strongroom group ls --org default --data /var/lib/strongroom
+    """
     with open_client(profile, servers, data_dir, admin=True) as c:
         emit(
             c.list_groups(org_name),

@@ -53,14 +53,16 @@ class GroupCommitter:
         self._queue.put((fn, fut))
         return fut
 
+    def _drain(self, batch: list[tuple[Action, Future[Any]]]) -> None:
+        while len(batch) < MAX_BATCH:
+            try:
+                batch.append(self._queue.get_nowait())
+            except queue.Empty:
+                return
+
     def _loop(self) -> None:
         while True:
             batch = [self._queue.get()]
-            while len(batch) < MAX_BATCH:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
             try:
                 self._run(batch)
             except BaseException as e:  # noqa: BLE001 - the loop must survive anything
@@ -79,6 +81,9 @@ class GroupCommitter:
         outcomes: list[tuple[Future[Any], bool, Any]] = []
         try:
             with self.store.action() as (tx, seq, mac):
+                # Drain only now, holding the write lock: whatever queued while we waited for
+                # the other process's commit joins this batch and shares its fsync.
+                self._drain(batch)
                 aw = audit_mod.AuditWriter(tx, seq, mac, key)
                 for fn, fut in batch:
                     saved = (aw.seq, aw.mac)
