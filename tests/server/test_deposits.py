@@ -67,6 +67,9 @@ def test_health_metrics_openapi(running: Deployment) -> None:
     assert 'strongroom_requests_total{method="PUT",route="/v1/deposits/{name}",status="201"} 1.0' in m
     assert "strongroom_request_seconds_bucket" in m
     assert "strongroom_sealed 0.0" in m
+    batches = float(m.split("\nstrongroom_commit_batches ")[1].split()[0])
+    actions = float(m.split("\nstrongroom_commit_actions ")[1].split()[0])
+    assert actions >= batches >= 1  # this process committed at least the register or the put
     spec = httpx.get(running.url + "/openapi.json", verify=ca).json()
     assert "/v1/deposits/{name}" in spec["paths"]
     assert "/v1/entropy" in spec["paths"]

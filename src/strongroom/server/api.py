@@ -154,6 +154,11 @@ class Metrics:
             registry=self.registry,
         )
         self.sealed = Gauge("strongroom_sealed", "1 while this server process is sealed", registry=self.registry)
+        self.batches = Gauge("strongroom_commit_batches", "group commits run by this process", registry=self.registry)
+        self.batched = Gauge("strongroom_commit_actions", "actions committed in group commits", registry=self.registry)
+        self.batch_seconds = Gauge(
+            "strongroom_commit_seconds", "seconds spent in group commits (lock wait included)", registry=self.registry
+        )
 
 
 class MetricsMiddleware:
@@ -266,6 +271,10 @@ def create_app(service: Service, agent: NodeAgent | None = None) -> FastAPI:
     @app.get("/metrics", include_in_schema=False)
     async def metrics_endpoint() -> Response:
         metrics.sealed.set(1 if service.barrier.sealed else 0)
+        stats = service.committer.stats
+        metrics.batches.set(stats.batches)
+        metrics.batched.set(stats.actions)
+        metrics.batch_seconds.set(stats.seconds)
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.post("/v1/register", status_code=201)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -27,6 +28,20 @@ MAX_BATCH = 64
 Action = Callable[[Tx, audit_mod.AuditWriter], Any]
 
 
+class BatchStats:
+    """Batches, actions and time in batches, for /metrics and for tuning."""
+
+    def __init__(self) -> None:
+        self.batches = 0
+        self.actions = 0
+        self.seconds = 0.0
+
+    def record(self, actions: int, seconds: float) -> None:
+        self.batches += 1
+        self.actions += actions
+        self.seconds += seconds
+
+
 def _sealed() -> Sealed:
     return Sealed("the server is sealed; unseal it with 'strongroom server unseal'")
 
@@ -39,6 +54,7 @@ class GroupCommitter:
         self._queue: queue.SimpleQueue[tuple[Action, Future[Any]]] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        self.stats = BatchStats()
 
     def submit(self, fn: Action) -> Future[Any]:
         fut: Future[Any] = Future()
@@ -72,6 +88,13 @@ class GroupCommitter:
                         fut.set_exception(Unavailable("the server could not complete the request"))
 
     def _run(self, batch: list[tuple[Action, Future[Any]]]) -> None:
+        t0 = time.perf_counter()
+        try:
+            self._run_batch(batch)
+        finally:
+            self.stats.record(len(batch), time.perf_counter() - t0)
+
+    def _run_batch(self, batch: list[tuple[Action, Future[Any]]]) -> None:
         try:
             key = self.barrier.audit_key()
         except barrier_mod.SealedError:
