@@ -16,6 +16,7 @@ import httpx
 
 from strongroom.client import Client
 from strongroom.server.datadir import DataDir
+from strongroom.server.run import spawn
 from strongroom.server.setup import init_server
 
 PASSPHRASE = "test passphrase, not for production"
@@ -48,29 +49,12 @@ class ServerProcess:
 
     def __init__(self, data: DataDir, workers: int = 1, sealed: bool = False, pwfile: Path | None = None) -> None:
         self.data = data
-        args = [
-            sys.executable,
-            "-m",
-            "strongroom.cli.main",
-            "server",
-            "start",
-            "--data",
-            str(data.path),
-            "--listen",
-            "127.0.0.1:0",
-            "--workers",
-            str(workers),
-        ]
-        args += ["--sealed"] if sealed else ["--passphrase-file", str(pwfile)]
         self.log = open(data.path.parent / f"server-{next(_names)}.log", "w+b")  # noqa: SIM115
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, start_new_session=True)
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline().decode()
-        if "listening on" not in line:
-            self.proc.wait(10)
+        try:
+            self.proc, self.url = spawn(data, workers, None if sealed else pwfile, stderr=self.log)
+        except RuntimeError as e:
             self.log.seek(0)
-            raise RuntimeError(f"server did not start: {line!r} {self.log.read().decode()[-2000:]}")
-        self.url = line.split("listening on ")[1].split()[0]
+            raise RuntimeError(f"{e}: {self.log.read().decode()[-2000:]}") from None
         self.wait_healthy()
 
     def wait_healthy(self, timeout: float = 20) -> dict[str, Any]:

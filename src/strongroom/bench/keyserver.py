@@ -22,6 +22,7 @@ from strongroom.bench.procs import peak_rss_mib, tree
 from strongroom.client import Client
 from strongroom.crypto.identity import Identity
 from strongroom.server.datadir import DataDir
+from strongroom.server.run import spawn
 from strongroom.server.setup import init_server
 
 PASSPHRASE = "benchmark passphrase"  # noqa: S105 - a throwaway server
@@ -62,29 +63,7 @@ class Strongroom:
         self.org, self.secret = res.org, res.auth_secret
         pw = root / "pw"
         pw.write_text(PASSPHRASE)
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "strongroom.cli.main",
-                "server",
-                "start",
-                "--data",
-                str(self.data.path),
-                "--listen",
-                "127.0.0.1:0",
-                "--workers",
-                str(workers),
-                "--passphrase-file",
-                str(pw),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline().decode()
-        self.url = line.split("listening on ")[1].split()[0]
+        self.proc, self.url = spawn(self.data, workers, pw, stderr=subprocess.DEVNULL)
         time.sleep(1.5)
         self.client = Client.register([self.url], self.org, self.secret, "bench", root / "profile", self.data.ca_file)
 

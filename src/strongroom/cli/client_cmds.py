@@ -44,8 +44,14 @@ def policy_options(f: Any) -> Any:
     return click.option("--max-retrievals", type=click.IntRange(1, 2**31 - 1), help="Allow this many gets in all.")(f)
 
 
-def _has_policy(readers: tuple[str, ...], expires: str | None, not_before: str | None, max_retrievals: int | None) -> bool:
-    return bool(readers) or expires is not None or not_before is not None or max_retrievals is not None
+def _policy(readers: tuple[str, ...], expires: str | None, not_before: str | None, max_retrievals: int | None) -> dict[str, Any]:
+    """The client API's policy keywords from the CLI's policy options."""
+    return {
+        "readers": list(readers),
+        "expires_at": parse_when(expires),
+        "not_before": parse_when(not_before),
+        "max_retrievals": max_retrievals,
+    }
 
 
 @click.command("register")
@@ -134,13 +140,8 @@ def put(
     """
     data = source.read()
     kw: dict[str, Any] = {}
-    if _has_policy(readers, expires, not_before, max_retrievals):
-        kw = dict(
-            readers=list(readers),
-            expires_at=parse_when(expires),
-            not_before=parse_when(not_before),
-            max_retrievals=max_retrievals,
-        )
+    if readers or expires is not None or not_before is not None or max_retrievals is not None:
+        kw = _policy(readers, expires, not_before, max_retrievals)  # a put without options keeps the policy
     with open_client(profile, servers) as c:
         version = c.put(name, data, **kw)
     emit({"name": name, "version": version}, as_json, lambda o: click.echo(f"{o['name']}: version {o['version']}"))
@@ -259,13 +260,7 @@ def policy(
       strongroom policy db-key --reader group:dbhosts --expires 7d
     """
     with open_client(profile, servers) as c:
-        out = c.set_policy(
-            name,
-            readers=list(readers),
-            expires_at=parse_when(expires),
-            not_before=parse_when(not_before),
-            max_retrievals=max_retrievals,
-        )
+        out = c.set_policy(name, **_policy(readers, expires, not_before, max_retrievals))
     emit(out, as_json, lambda o: click.echo(f"{name}: readers {' '.join(o['policy']['readers']) or '(owner only)'}"))
 
 

@@ -11,9 +11,11 @@ import logging
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
 from types import FrameType
+from typing import Any
 
 from strongroom.server import barrier as barrier_mod
 from strongroom.server import storage, tls
@@ -157,3 +159,33 @@ def serve(data: DataDir, listen: str, workers: int, unseal_key: bytes | None, lo
         spawn()
     sock.close()
     return 0
+
+
+def spawn(
+    data: DataDir, workers: int = 1, passphrase_file: os.PathLike[str] | str | None = None, stderr: Any = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start `strongroom server start` on a free loopback port in its own session; returns (process, URL).
+
+    For tests and benchmarks that need a real server process. Without a passphrase file it starts sealed.
+    """
+    args = [
+        sys.executable,
+        "-m",
+        "strongroom.cli.main",
+        "server",
+        "start",
+        "--data",
+        str(data.path),
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        str(workers),
+    ]
+    args += ["--passphrase-file", str(passphrase_file)] if passphrase_file is not None else ["--sealed"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr, start_new_session=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().decode()
+    if "listening on " not in line:
+        proc.wait(10)
+        raise RuntimeError(f"server did not start (exit {proc.returncode})")
+    return proc, line.split("listening on ")[1].split()[0]
