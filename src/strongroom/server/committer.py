@@ -128,7 +128,10 @@ class GroupCommitter:
             for _fn, fut in batch:
                 fut.set_exception(Unavailable(f"database unavailable ({e})"))
             return
-        self.head_file.advance(aw.seq, aw.mac)
+        try:
+            self.head_file.advance(aw.seq, aw.mac)
+        except OSError as e:  # committed already: answer the requests, report the lagging mirror
+            log.error("could not update the audit head file: %s", e.strerror or type(e).__name__)
         for fut, ok, value in outcomes:  # answered only after the commit: acknowledged means durable
             if ok:
                 fut.set_result(value)
