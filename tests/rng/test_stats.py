@@ -1,0 +1,117 @@
+"""`rng test` figures agree with Debian's `ent` and FIPS 140-2 counts with rng-tools5's `rngtest`,
+on random input and on biased and repeating input that both must flag."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from strongroom.rng.fips import fips_140_2
+from strongroom.rng.stats import ent_stats
+from tests.serverproc import cli
+
+SIZE = 1_000_004  # a start-up word and 400 FIPS blocks
+
+
+def _inputs() -> dict[str, bytes]:
+    rng = np.random.default_rng(20261130)
+    skewed = rng.integers(0, 256, SIZE, dtype=np.uint8)
+    skewed[skewed > 247] = 0
+    bitbias = np.packbits((rng.random(SIZE * 8) < 0.51).astype(np.uint8)).tobytes()
+    repeating = bytearray(os.urandom(SIZE))
+    start = 4 + 20 * 2500 + 1000  # a 32-bit word repeated once, inside FIPS block 20
+    repeating[start : start + 4] = repeating[start - 4 : start]
+    return {
+        "getrandom": os.urandom(SIZE),
+        "skewed": skewed.tobytes(),
+        "bit-biased": bitbias,
+        "repeating": bytes(repeating),
+        "text": (b"The quick brown fox jumps over the lazy dog. " * 30000)[:SIZE],
+    }
+
+
+INPUTS = _inputs()
+
+
+def _ent(path: Path) -> list[float]:
+    out = subprocess.run(["ent", "-t", str(path)], capture_output=True, text=True, check=True).stdout
+    fields = out.strip().splitlines()[-1].split(",")
+    return [float(x) for x in fields[1:7]]  # bytes, entropy, chi-square, mean, pi, serial
+
+
+def _rngtest(data: bytes) -> dict[str, int]:
+    err = subprocess.run(["rngtest"], input=data, capture_output=True).stderr.decode()
+
+    def count(label: str) -> int:
+        m = re.search(label + r": (\d+)", err)
+        assert m, err
+        return int(m.group(1))
+
+    return {
+        "successes": count("successes"),
+        "failures": count("failures"),
+        "monobit": count("Monobit"),
+        "poker": count("Poker"),
+        "runs": count("Runs"),
+        "long_run": count("Long run"),
+        "continuous_run": count("Continuous run"),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(INPUTS))
+def test_agrees_with_ent(name: str, tmp_path: Path) -> None:
+    data = INPUTS[name]
+    path = tmp_path / "in.bin"
+    path.write_bytes(data)
+    n, entropy, chi, mean, pi, serial = _ent(path)
+    s = ent_stats(data)
+    assert s.bytes == n
+    assert round(s.entropy, 4) == round(entropy, 4)
+    assert round(s.mean, 4) == round(mean, 4)
+    assert round(s.monte_carlo_pi, 4) == round(pi, 4)
+    assert round(s.serial_correlation, 4) == round(serial, 4)
+    assert s.chi_square == pytest.approx(chi, rel=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(INPUTS))
+def test_agrees_with_rngtest(name: str) -> None:
+    ours = fips_140_2(INPUTS[name]).to_json()
+    assert ours.pop("blocks") == (SIZE - 4) // 2500
+    assert ours == _rngtest(INPUTS[name])
+
+
+def test_bad_inputs_are_flagged() -> None:
+    assert fips_140_2(INPUTS["getrandom"]).failures <= 2  # about 1 in 1,000 blocks fails by chance
+    for name in ("skewed", "bit-biased", "text"):
+        assert fips_140_2(INPUTS[name]).failures > 20, name
+    assert fips_140_2(INPUTS["repeating"]).continuous_run == 1
+    s = ent_stats(INPUTS["skewed"])
+    assert s.chi_square_p < 1e-6 and s.entropy < 7.99
+    good = ent_stats(INPUTS["getrandom"])
+    assert good.entropy > 7.999 and abs(good.mean - 127.5) < 0.5 and abs(good.serial_correlation) < 0.01
+    zeros = ent_stats(bytes(10_000))
+    assert zeros.entropy == 0.0 and zeros.serial_correlation == -100000.0
+
+
+def test_cli_reports_and_exit_codes(tmp_path: Path) -> None:
+    r = cli("rng", "test", "--source", "getrandom", "--bytes", "300000", "--json")
+    assert r.returncode in (0, 1)  # a chance FIPS failure is possible, the report is not
+    report = json.loads(r.stdout)
+    assert report["fips_140_2"]["blocks"] == (300000 - 4) // 2500 and report["ent"]["bytes"] == 300000
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes(INPUTS["skewed"])
+    r = cli("rng", "test", str(bad))
+    assert r.returncode == 1 and b"FIPS 140-2: 400 blocks" in r.stdout
+    r = cli("rng", "test", "-", "--json", input=INPUTS["getrandom"][:100_004])
+    assert json.loads(r.stdout)["fips_140_2"]["blocks"] == 40
+    r = cli("rng", "test")
+    assert r.returncode != 0 and r.stderr.startswith(b"strongroom: error: ")
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    assert b"no data" in cli("rng", "test", str(empty)).stderr
