@@ -24,4 +24,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+# The FIPS 140-2 block tester in C (strongroom/rng/fipsblocks.c), loaded with ctypes.
+cc -O2 -shared -fPIC -o src/strongroom/rng/libsrfips.so src/strongroom/rng/fipsblocks.c
 echo "install.sh: ready (.venv/bin/strongroom)"
