@@ -55,6 +55,24 @@ def machine_facts() -> dict[str, Any]:
     }
 
 
+def _wait_healthy(url: str, ca: Path, timeout: float = 30) -> None:
+    import ssl
+
+    import httpx
+
+    ctx = ssl.create_default_context(cafile=str(ca))
+    deadline = time.time() + timeout
+    while True:
+        try:
+            if httpx.get(url + "/health", verify=ctx, timeout=2).json().get("sealed") is False:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.time() > deadline:
+            raise RuntimeError(f"server at {url} did not become healthy")
+        time.sleep(0.1)
+
+
 class Strongroom:
     def __init__(self, root: Path, workers: int) -> None:
         self.root = root
@@ -64,7 +82,7 @@ class Strongroom:
         pw = root / "pw"
         pw.write_text(PASSPHRASE)
         self.proc, self.url = spawn(self.data, workers, pw, stderr=subprocess.DEVNULL)
-        time.sleep(1.5)
+        _wait_healthy(self.url, self.data.ca_file)
         self.client = Client.register([self.url], self.org, self.secret, "bench", root / "profile", self.data.ca_file)
 
     def pids(self) -> list[int]:

@@ -21,8 +21,6 @@ class ServerConfig:
     db_url: str
     deposit_limit: int = DEFAULT_DEPOSIT_LIMIT
     names: list[str] = field(default_factory=lambda: ["localhost", "127.0.0.1"])
-    # A hardware source mixed into entropy answers (issue 5); "" means getrandom alone.
-    entropy_mix: str = ""
 
 
 class DataDir:

@@ -194,9 +194,6 @@ class Service:
 
         return self.submit(run)
 
-    def signed(self, req: SignedRequest, fn: Callable[[Ctx], T], admin: bool = False) -> T:
-        return self.signed_future(req, fn, admin).result()
-
     def verify_signature(self, req: SignedRequest) -> tuple[str, str, int]:
         """Check the signature outside the write transaction; returns (client id, nonce, timestamp).
 
@@ -262,9 +259,6 @@ class Service:
         return client
 
     # -- registration -----------------------------------------------------------------------
-    def register(self, org: str, auth_secret: str, name: str, public_key: str, source: str) -> dict[str, Any]:
-        return self.register_future(org, auth_secret, name, public_key, source).result()
-
     def register_future(self, org: str, auth_secret: str, name: str, public_key: str, source: str) -> Future[dict[str, Any]]:
         self.limiter.check(source)
         check_name(org, "organization name", SHORT_NAME_RE)
@@ -635,9 +629,10 @@ class Service:
 
     def unseal(self, req: SignedRequest, passphrase: str) -> dict[str, Any]:
         """Authenticate an admin without the audit key, derive U, unseal, then audit."""
+        checked = self.verify_signature(req)  # before the write lock, as for every signed request
         try:
             with self.store.action() as (tx, _seq, _mac):
-                client = self._authenticate(tx, req, _NullAudit())  # type: ignore[arg-type]
+                client = self._authenticate(tx, req, _NullAudit(), checked)  # type: ignore[arg-type]
                 if client.role != "admin":
                     raise Denied("unsealing needs the admin credential")
                 epoch = int(st.get_meta(tx, "seal_epoch") or "1")
