@@ -24,6 +24,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
-# The FIPS 140-2 block tester in C (strongroom/rng/fipsblocks.c), loaded with ctypes.
-cc -O2 -shared -fPIC -o src/strongroom/rng/libsrfips.so src/strongroom/rng/fipsblocks.c
+# strongroom.rng's compiled helpers (FIPS blocks, ent's sums, SP 800-90B tests, RDRAND/RDSEED), loaded
+# with ctypes.  Built for this machine's CPU (popcount and friends): run install.sh again on a new one.
+rm -f src/strongroom/rng/libsrfips.so
+cc -O3 -march=native -Wall -shared -fPIC -o src/strongroom/rng/libsrrng.so src/strongroom/rng/*.c
 echo "install.sh: ready (.venv/bin/strongroom)"

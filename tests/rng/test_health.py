@@ -34,23 +34,46 @@ def test_proportion_cutoff_is_the_binomial_quantile(h: int) -> None:
     assert cdf_times_mn(c - 2) * 2**20 < total * (2**20 - 1)
 
 
-def test_random_data_passes_in_pieces() -> None:
-    h = HealthTests(min_entropy=4)
+ENGINES = pytest.mark.parametrize("engine", ["c", "numpy"])
+
+
+@ENGINES
+def test_random_data_passes_in_pieces(engine: str) -> None:
+    h = HealthTests(min_entropy=4, engine=engine)
     for _ in range(50):
         assert h.feed(os.urandom(10_000))
     assert h.healthy and h.samples == 500_000
 
 
-def test_stuck_source_fails_repetition_count_across_calls() -> None:
-    h = HealthTests(min_entropy=4)  # C = 6
+@ENGINES
+def test_stuck_source_fails_repetition_count_across_calls(engine: str) -> None:
+    h = HealthTests(min_entropy=4, engine=engine)  # C = 6
     assert h.feed(os.urandom(1000) + b"\x07" * 3)
     assert not h.feed(b"\x07" * 3 + os.urandom(100))  # 6 in a row only across the two calls
     assert h.rct_failures == 1
 
 
-def test_biased_source_fails_adaptive_proportion() -> None:
+@ENGINES
+def test_biased_source_fails_adaptive_proportion(engine: str) -> None:
     rng = np.random.default_rng(7)
     biased = np.where(rng.random(64 * 512) < 0.5, 0xAA, rng.integers(0, 256, 64 * 512)).astype(np.uint8)
-    h = HealthTests(min_entropy=4)  # claims 4 bits/byte; this source has about 1
+    h = HealthTests(min_entropy=4, engine=engine)  # claims 4 bits/byte; this source has about 1
     h.feed(biased.tobytes())
     assert h.apt_failures > 0
+
+
+def test_engines_count_the_same_failures_in_any_pieces() -> None:
+    """The C and numpy engines agree on a stream with stuck runs and biased windows, whatever the
+    piece boundaries (state carries across calls in both)."""
+    rng = np.random.default_rng(11)
+    data = bytearray(rng.integers(0, 256, 200_000, dtype=np.uint8).tobytes())
+    for at in range(1000, 200_000, 7919):  # stuck runs of 3..12, some across piece boundaries
+        data[at : at + 3 + at % 10] = bytes([at % 256]) * (3 + at % 10)
+    data[50_000:51_024] = rng.choice([0x55, 0x11], 1024).astype(np.uint8).tobytes()  # two biased windows
+    c, ref = HealthTests(4, engine="c"), HealthTests(4, engine="numpy")
+    cuts = sorted(rng.integers(0, len(data), 40))
+    for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True):
+        c.feed(bytes(data[a:b]))
+        ref.feed(bytes(data[a:b]))
+    assert (c.rct_failures, c.apt_failures) == (ref.rct_failures, ref.apt_failures)
+    assert c.rct_failures > 5 and c.apt_failures >= 2

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from strongroom.rng.fips import fips_140_2
-from strongroom.rng.stats import ent_stats
+from strongroom.rng.stats import EntAccumulator, ent_stats
 from tests.serverproc import cli
 
 SIZE = 1_000_004  # a start-up word and 400 FIPS blocks
@@ -85,6 +85,17 @@ def test_agrees_with_rngtest(name: str, engine: str) -> None:
     ours = fips_140_2(INPUTS[name], engine=engine).to_json()
     assert ours.pop("blocks") == (SIZE - 4) // 2500
     assert ours == _rngtest(INPUTS[name])
+
+
+@pytest.mark.parametrize("name", sorted(INPUTS))
+def test_c_engine_matches_numpy_reference_in_any_pieces(name: str) -> None:
+    data = INPUTS[name][:300_001]
+    ref = ent_stats(data, engine="numpy")
+    assert ent_stats(data, engine="c") == ref
+    acc = EntAccumulator()
+    for a, b in [(0, 5), (5, 6), (6, 1000), (1000, 77_777), (77_777, 300_001)]:  # groups split across calls
+        acc.update(data[a:b])
+    assert acc.result() == ref
 
 
 def test_bad_inputs_are_flagged() -> None:

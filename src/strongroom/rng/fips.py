@@ -15,11 +15,11 @@ Every test is vectorized over all blocks at once.
 from __future__ import annotations
 
 import ctypes
-import functools
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
+
+from strongroom.rng import native
 
 BLOCK_BYTES = 2500
 BLOCK_BITS = BLOCK_BYTES * 8
@@ -47,33 +47,12 @@ class FipsResult:
 CHUNK_BLOCKS = 400  # 1 MB per numpy pass: bounded memory
 
 
-_HELPER = Path(__file__).with_name("libsrfips.so")
 _FLAGS = (1, 2, 4, 8, 16)  # monobit, poker, runs, long run, continuous: as in fipsblocks.c
-
-
-@functools.lru_cache(maxsize=1)
-def _helper() -> ctypes.CDLL | None:
-    """The compiled block tester (fipsblocks.c, built by scripts/install.sh), if present."""
-    if not _HELPER.exists():
-        return None
-    lib = ctypes.CDLL(str(_HELPER))
-    lib.sr_fips_blocks.restype = None
-    lib.sr_fips_blocks.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        ctypes.POINTER(ctypes.c_int),
-        ctypes.POINTER(ctypes.c_uint32),
-        ctypes.c_int,
-        ctypes.c_void_p,
-    ]
-    return lib
 
 
 def fips_140_2(data: bytes | bytearray | memoryview, startup_word: bool = True, engine: str = "auto") -> FipsResult:
     """Test every whole 20,000-bit block; ``engine`` is "c" (the helper), "numpy", or "auto"."""
-    lib = _helper() if engine in ("auto", "c") else None
-    if engine == "c" and lib is None:
-        raise RuntimeError(f"{_HELPER.name} is not built: run scripts/install.sh")
+    lib = native.require() if engine == "c" else native.lib() if engine == "auto" else None
     if lib is not None:
         return _fips_c(lib, data, startup_word)
     return _fips_numpy(data, startup_word)
@@ -94,7 +73,9 @@ def _fips_c(lib: ctypes.CDLL, data: bytes | bytearray | memoryview, startup_word
     flags = np.zeros(nblocks, dtype=np.uint8)
     last_bit = ctypes.c_int(0)
     if nblocks:
-        lib.sr_fips_blocks(body.ctypes.data, nblocks, ctypes.byref(last_bit), ctypes.byref(last32), has_last32, flags.ctypes.data)
+        lib.sr_fips_blocks(
+            native.address(body), nblocks, ctypes.byref(last_bit), ctypes.byref(last32), has_last32, native.address(flags)
+        )
     counts = [int(np.count_nonzero(flags & bit)) for bit in _FLAGS]
     failures = int(np.count_nonzero(flags))
     return FipsResult(nblocks, nblocks - failures, failures, *counts)

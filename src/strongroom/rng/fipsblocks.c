@@ -1,96 +1,110 @@
 /* FIPS 140-2 block tests for strongroom.rng.fips: the same rules and conventions as the numpy
- * version in fips.py (which documents them), a byte at a time with tables so testing keeps up
- * with hardware sources.  Built by scripts/install.sh; fips.py falls back to numpy without it. */
+ * version in fips.py (which documents them), computed bit-parallel on 64-bit words so testing
+ * keeps up with hardware sources: a run of length >= k starts where a run starts and the next
+ * k bits agree, which is a few shifts, ANDs and popcounts per word and no data-dependent branch.
+ * Built by scripts/install.sh into libsrrng.so; fips.py falls back to numpy without it. */
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 
 #define BLOCK_BYTES 2500
+#define FULL_WORDS 312 /* 312 * 64 = 19968 bits, then 32 bits in word 312 */
+#define NWORDS 314     /* one more word of zero padding so every shift can read word i + 1 */
 
 enum { F_MONOBIT = 1, F_POKER = 2, F_RUNS = 4, F_LONGRUN = 8, F_CONTINUOUS = 16 };
 
-static const int run_lo[6] = {2315, 1114, 527, 240, 103, 103};
-static const int run_hi[6] = {2685, 1386, 723, 384, 209, 209};
+static const long run_lo[6] = {2315, 1114, 527, 240, 103, 103};
+static const long run_hi[6] = {2685, 1386, 723, 384, 209, 209};
 
-/* Per byte value, most significant bit first: its first and last bit, the length of its leading
- * and trailing runs, its ones, and the run slots of the runs that start and end inside it (a run
- * is filed under the bit that ends it, as rngtest does). */
-static struct {
-    uint8_t msb, lsb, lead, trail, ones, ninner;
-    uint8_t inner[6];
-} tab[256];
-static int tab_ready;
+static inline uint64_t be64(const uint8_t *p) {
+    uint64_t v;
+    __builtin_memcpy(&v, p, 8);
+    return __builtin_bswap64(v);
+}
 
-static void build_tables(void) {
-    for (int v = 0; v < 256; v++) {
-        int bits[8], changes[8], nch = 0, ones = 0;
-        for (int j = 0; j < 8; j++) {
-            bits[j] = (v >> (7 - j)) & 1;
-            ones += bits[j];
-            if (j > 0 && bits[j] != bits[j - 1]) changes[nch++] = j;
+/* bits i+k.. of the stream at word i (most significant bit first), 0 < k < 64 */
+static inline uint64_t ahead(const uint64_t *x, size_t i, int k) { return x[i] << k | x[i + 1] >> (64 - k); }
+
+/* ge[k-1] += runs of set bits of length >= k (k = 1..6) in x; returns 1 if one is >= 26 bits long.
+ * Runs start at a set bit whose predecessor is clear; the block start counts as a start. */
+static int count_runs(const uint64_t *x, long ge[6]) {
+    uint64_t long26 = 0;
+    uint64_t carry = 0; /* the last bit of the previous word */
+    for (size_t i = 0; i < FULL_WORDS + 1; i++) {
+        uint64_t starts = x[i] & ~(x[i] >> 1 | carry << 63);
+        carry = x[i] & 1;
+        uint64_t a = x[i];
+        ge[0] += __builtin_popcountll(starts & a);
+        for (int k = 1; k < 6; k++) {
+            a &= ahead(x, i, k);
+            ge[k] += __builtin_popcountll(starts & a);
         }
-        tab[v].msb = (uint8_t)bits[0];
-        tab[v].lsb = (uint8_t)bits[7];
-        tab[v].ones = (uint8_t)ones;
-        tab[v].lead = (uint8_t)(nch ? changes[0] : 8);
-        tab[v].trail = (uint8_t)(nch ? 8 - changes[nch - 1] : 8);
-        tab[v].ninner = 0;
-        for (int c = 1; c < nch; c++) { /* the run from changes[c-1] up to changes[c] */
-            int rlen = changes[c] - changes[c - 1] - 1;
-            tab[v].inner[tab[v].ninner++] = (uint8_t)((rlen < 5 ? rlen : 5) + 6 * bits[changes[c]]);
-        }
+        /* is a run >= 26 bits under way at any bit of this word? (no branch: it is not rare
+         * enough among 64 starting points to predict) */
+        unsigned __int128 v = (unsigned __int128)x[i] << 64 | x[i + 1];
+        unsigned __int128 a2 = v & v << 1, a4 = a2 & a2 << 2, a8 = a4 & a4 << 4;
+        unsigned __int128 a16 = a8 & a8 << 8, a26 = a16 & a8 << 16 & a2 << 24;
+        long26 |= (uint64_t)(a26 >> 64);
     }
-    tab_ready = 1;
+    return long26 != 0;
 }
 
 /* flags[i] gets the failed tests of block i; *last_bit and *last32 carry state across calls. */
 void sr_fips_blocks(const uint8_t *data, size_t nblocks, int *last_bit, uint32_t *last32, int has_last32,
                     uint8_t *flags) {
-    if (!tab_ready) build_tables();
+    uint64_t ones_w[NWORDS], zeros_w[NWORDS];
     for (size_t b = 0; b < nblocks; b++) {
         const uint8_t *p = data + b * BLOCK_BYTES;
-        long poker[16] = {0}, runs[12] = {0}, ones = 0;
-        long r = -1; /* rngtest's rlength: length of the open run minus one */
-        int last = *last_bit, longrun = 0;
         uint8_t f = 0;
-        for (size_t i = 0; i < BLOCK_BYTES; i += 4) {
+
+        for (size_t i = 0; i < BLOCK_BYTES; i += 4) { /* continuous test, little-endian words */
             uint32_t w = (uint32_t)p[i] | (uint32_t)p[i + 1] << 8 | (uint32_t)p[i + 2] << 16 | (uint32_t)p[i + 3] << 24;
             if (has_last32 && w == *last32) f |= F_CONTINUOUS;
             *last32 = w;
             has_last32 = 1;
         }
-        for (size_t i = 0; i < BLOCK_BYTES; i++) {
-            unsigned v = p[i];
-            poker[v >> 4]++;
-            poker[v & 15]++;
-            ones += tab[v].ones;
-            int msb = tab[v].msb, lead = tab[v].lead;
-            if (msb == last) {
-                r += lead; /* the open run goes on through the leading bits */
-                if (lead == 8) continue;
-                /* it ends at the first change, filed under the new bit */
-                runs[(r < 5 ? r : 5) + 6 * (1 - msb)]++;
-                if (r >= 25) longrun = 1;
-            } else {
-                /* the open run ends on this byte's first bit */
-                long slot = (r < 5 ? r : 5) + 6 * msb;
-                if (slot >= 0) runs[slot]++;
-                else poker[15]++; /* rngtest's runs[-1] is its poker[15] */
-                if (r >= 25) longrun = 1;
-                if (lead == 8) {
-                    r = 7;
-                    last = msb;
-                    continue;
-                }
-                runs[(lead - 1 < 5 ? lead - 1 : 5) + 6 * (1 - msb)]++;
-            }
-            for (int k = 0; k < tab[v].ninner; k++) runs[tab[v].inner[k]]++;
-            r = tab[v].trail - 1;
-            last = tab[v].lsb;
+
+        long ones = 0;
+        for (size_t i = 0; i < FULL_WORDS; i++) {
+            ones_w[i] = be64(p + 8 * i);
+            zeros_w[i] = ~ones_w[i];
+            ones += __builtin_popcountll(ones_w[i]);
         }
-        runs[(r < 5 ? r : 5) + 6 * last]++; /* the last, possibly incomplete, run */
-        if (r >= 25) longrun = 1;
-        *last_bit = last;
+        uint64_t tail = (uint64_t)p[2496] << 56 | (uint64_t)p[2497] << 48 | (uint64_t)p[2498] << 40 | (uint64_t)p[2499] << 32;
+        ones_w[FULL_WORDS] = tail;
+        zeros_w[FULL_WORDS] = ~tail & 0xFFFFFFFF00000000ull; /* padding is neither ones nor zeros */
+        ones_w[FULL_WORDS + 1] = zeros_w[FULL_WORDS + 1] = 0;
+        ones += __builtin_popcountll(tail);
+
+        long hist[256] = {0}, poker[16] = {0};
+        for (size_t i = 0; i < BLOCK_BYTES; i++) hist[p[i]]++;
+        for (int v = 0; v < 256; v++) {
+            poker[v >> 4] += hist[v];
+            poker[v & 15] += hist[v];
+        }
+
+        /* runs[min(len,6) - 1 + 6 * e] where e is the bit that ends the run: the other bit, except
+         * for the block's last run, which rngtest files under its own bit. */
+        long ge1[6] = {0}, ge0[6] = {0}, runs[12];
+        int longrun = count_runs(ones_w, ge1) | count_runs(zeros_w, ge0);
+        for (int k = 0; k < 6; k++) {
+            runs[k] = ge1[k] - (k < 5 ? ge1[k + 1] : 0);
+            runs[6 + k] = ge0[k] - (k < 5 ? ge0[k + 1] : 0);
+        }
+        int end_bit = p[2499] & 1, len = 0;
+        for (int bit = 19999; bit >= 0 && ((p[bit >> 3] >> (7 - (bit & 7))) & 1) == end_bit; bit--) len++;
+        int slot = (len < 6 ? len : 6) - 1;
+        runs[slot + 6 * (1 - end_bit)]--;
+        runs[slot + 6 * end_bit]++;
+
+        /* rngtest closes a phantom run of length 0 when a block's first bit differs from the last
+         * bit before it: filed at runs[5] for a 1, and at runs[-1] (its poker[15]) for a 0. */
+        int first_bit = p[0] >> 7;
+        if (first_bit != *last_bit) {
+            if (first_bit) runs[5]++;
+            else poker[15]++;
+        }
+        *last_bit = end_bit;
+
         if (ones <= 9725 || ones >= 10275) f |= F_MONOBIT;
         long sumsq = 0;
         for (int i = 0; i < 16; i++) sumsq += poker[i] * poker[i];

@@ -10,10 +10,12 @@ State carries across calls, so a source can be tested as it is read.
 
 from __future__ import annotations
 
+import ctypes
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
+
+from strongroom.rng import native
 
 ALPHA_LOG2 = 20  # alpha = 2^-20
 APT_WINDOW = 512
@@ -41,36 +43,44 @@ def apt_cutoff(h: float, window: int = APT_WINDOW) -> int:
     return window
 
 
-@dataclass
 class HealthTests:
-    """RCT and APT over a stream of byte samples from one source."""
+    """RCT and APT over a stream of byte samples from one source; in C (healthtests.c) when
+    libsrrng.so is built, else numpy (the reference, ``engine="numpy"``)."""
 
-    min_entropy: float
-    rct_limit: int = field(init=False)
-    apt_limit: int = field(init=False)
-    rct_failures: int = 0
-    apt_failures: int = 0
-    samples: int = 0
-    _last: int = -1
-    _run: int = 0
-    _pending: bytes = b""
+    def __init__(self, min_entropy: float, engine: str = "auto") -> None:
+        self.min_entropy = min_entropy
+        self.rct_limit = rct_cutoff(min_entropy)
+        self.apt_limit = apt_cutoff(min_entropy)
+        self.samples = 0
+        self._lib = native.require() if engine == "c" else native.lib() if engine == "auto" else None
+        self._state = native.HealthState(rct_limit=self.rct_limit, apt_limit=self.apt_limit, apt_window=APT_WINDOW)
+        self._last, self._run, self._pending = -1, 0, b""  # the numpy engine's state
+        self._rct_numpy = self._apt_numpy = 0
 
-    def __post_init__(self) -> None:
-        self.rct_limit = rct_cutoff(self.min_entropy)
-        self.apt_limit = apt_cutoff(self.min_entropy)
+    @property
+    def rct_failures(self) -> int:
+        return int(self._state.rct_failures) + self._rct_numpy
+
+    @property
+    def apt_failures(self) -> int:
+        return int(self._state.apt_failures) + self._apt_numpy
 
     @property
     def healthy(self) -> bool:
         return self.rct_failures == 0 and self.apt_failures == 0
 
-    def feed(self, data: bytes) -> bool:
+    def feed(self, data: bytes | bytearray | memoryview) -> bool:
         """Test more samples; returns False if this call saw a failure."""
         before = self.rct_failures + self.apt_failures
-        x = np.frombuffer(data, dtype=np.uint8)
-        if x.size:
-            self.samples += int(x.size)
-            self._repetition(x)
-            self._proportion(data)
+        n = len(memoryview(data).cast("B"))
+        if n:
+            self.samples += n
+            if self._lib is not None:
+                self._lib.sr_health_update(ctypes.byref(self._state), native.address(data), n)
+            else:
+                x = np.frombuffer(data, dtype=np.uint8)
+                self._repetition(x)
+                self._proportion(bytes(data))
         return self.rct_failures + self.apt_failures == before
 
     def _repetition(self, x: np.ndarray) -> None:
@@ -79,7 +89,7 @@ class HealthTests:
         lengths = np.diff(bounds)
         if int(x[0]) == self._last:
             lengths[0] += self._run  # the run carried over from the previous call
-        self.rct_failures += int(np.count_nonzero(lengths >= self.rct_limit))
+        self._rct_numpy += int(np.count_nonzero(lengths >= self.rct_limit))
         self._last, self._run = int(x[-1]), int(lengths[-1])
 
     def _proportion(self, data: bytes) -> None:
@@ -88,5 +98,5 @@ class HealthTests:
         if whole:
             w = np.frombuffer(buf[: whole * APT_WINDOW], dtype=np.uint8).reshape(whole, APT_WINDOW)
             counts = (w == w[:, :1]).sum(axis=1)  # the first sample counts itself, as in §4.4.2
-            self.apt_failures += int(np.count_nonzero(counts >= self.apt_limit))
+            self._apt_numpy += int(np.count_nonzero(counts >= self.apt_limit))
         self._pending = buf[whole * APT_WINDOW :]

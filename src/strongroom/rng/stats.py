@@ -1,4 +1,5 @@
-"""The statistics `ent` prints, computed with numpy so testing never throttles a source.
+"""The statistics `ent` prints, in one streaming C pass (entstats.c) so testing never throttles a
+source; the numpy version is the reference the tests hold it to.
 
 Definitions follow ent's byte mode: Shannon entropy per byte; chi-square over 256 bins with its
 upper-tail probability; arithmetic mean; Monte Carlo pi from successive 6-byte groups read as
@@ -8,10 +9,13 @@ serial correlation of successive bytes (the last byte pairs with the first).
 
 from __future__ import annotations
 
+import ctypes
 import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
+
+from strongroom.rng import native
 
 
 @dataclass(frozen=True)
@@ -68,12 +72,9 @@ def _chi2_upper_tail(x: float, dof: int) -> float:
 CHUNK = 1 << 22  # bytes per numpy pass: bounded memory, still vectorized
 
 
-def ent_stats(data: bytes | bytearray | memoryview) -> EntStats:
-    buf = np.frombuffer(data, dtype=np.uint8)
-    n = int(buf.size)
-    if n == 0:
-        raise ValueError("no data to test")
-    counts = np.bincount(buf, minlength=256).astype(np.float64)
+def _figures(n: int, counts: np.ndarray, serial_sum: int, inside: int, groups: int) -> EntStats:
+    """ent's figures from its sums: byte counts, sum of successive products (circular), Monte Carlo."""
+    counts = counts.astype(np.float64)
     p = counts / n
     nz = p[p > 0]
     entropy = float(-(nz * np.log2(nz)).sum()) + 0.0  # no "-0.0" for constant input
@@ -81,8 +82,65 @@ def ent_stats(data: bytes | bytearray | memoryview) -> EntStats:
     chi = float(((counts - expected) ** 2 / expected).sum())
     values = np.arange(256, dtype=np.float64)
     total = float((values * counts).sum())
-    mean = total / n
+    t2 = total * total
+    t3 = float((values * values * counts).sum())
+    denom = n * t3 - t2
+    serial = -100000.0 if denom == 0 else (n * serial_sum - t2) / denom  # ent's "undefined" marker
+    pi = 4.0 * inside / groups if groups else 0.0
+    return EntStats(
+        bytes=n,
+        entropy=entropy,
+        chi_square=chi,
+        chi_square_p=_chi2_upper_tail(chi, 255),
+        mean=total / n,
+        monte_carlo_pi=pi,
+        pi_error_percent=abs(pi - math.pi) / math.pi * 100 if groups else 100.0,
+        serial_correlation=serial,
+    )
 
+
+class EntAccumulator:
+    """ent's statistics over a stream, in one pass in C (libsrrng.so): `update` as data arrives,
+    `result` at the end.  Memory stays constant however much is tested."""
+
+    PIECE = 1 << 26  # the C side counts a piece in 32-bit counters
+
+    def __init__(self) -> None:
+        self._lib = native.require()
+        self._state = native.EntState()
+        self.bytes = 0
+
+    def update(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data).cast("B")
+        for start in range(0, len(view), self.PIECE):
+            piece = view[start : start + self.PIECE]
+            self._lib.sr_ent_update(ctypes.byref(self._state), native.address(piece), len(piece))
+        self.bytes += len(view)
+
+    def result(self) -> EntStats:
+        if self.bytes == 0:
+            raise ValueError("no data to test")
+        st = self._state
+        serial_sum = int(st.serial) + int(st.last) * int(st.first)  # circular: the last byte pairs with the first
+        counts = np.ctypeslib.as_array(st.counts).copy()
+        return _figures(self.bytes, counts, serial_sum, int(st.inside), int(st.groups))
+
+
+def ent_stats(data: bytes | bytearray | memoryview, engine: str = "auto") -> EntStats:
+    """ent's figures for ``data``; ``engine`` is "c" (libsrrng.so), "numpy", or "auto"."""
+    if engine == "c" or (engine == "auto" and native.lib() is not None):
+        acc = EntAccumulator()
+        acc.update(data)
+        return acc.result()
+    return _ent_numpy(data)
+
+
+def _ent_numpy(data: bytes | bytearray | memoryview) -> EntStats:
+    buf = np.frombuffer(data, dtype=np.uint8)
+    n = int(buf.size)
+    if n == 0:
+        raise ValueError("no data to test")
+    counts = np.bincount(buf, minlength=256)
     groups = n // 6
     inside = 0
     radius2 = (256**3 - 1) ** 2
@@ -92,24 +150,9 @@ def ent_stats(data: bytes | bytearray | memoryview) -> EntStats:
         x = (g[:, 0] << 16) | (g[:, 1] << 8) | g[:, 2]
         y = (g[:, 3] << 16) | (g[:, 4] << 8) | g[:, 5]
         inside += int(np.count_nonzero(x * x + y * y <= radius2))
-    pi = 4.0 * inside / groups if groups else 0.0
-
     t1 = 0
     for start in range(0, n - 1, CHUNK):
         a = buf[start : min(start + CHUNK + 1, n)].astype(np.int64)
         t1 += int(np.dot(a[:-1], a[1:]))
     t1 += int(buf[-1]) * int(buf[0])  # circular: the last byte pairs with the first
-    t2 = total * total
-    t3 = float((values * values * counts).sum())
-    denom = n * t3 - t2
-    serial = -100000.0 if denom == 0 else (n * t1 - t2) / denom  # ent's "undefined" marker
-    return EntStats(
-        bytes=n,
-        entropy=entropy,
-        chi_square=chi,
-        chi_square_p=_chi2_upper_tail(chi, 255),
-        mean=mean,
-        monte_carlo_pi=pi,
-        pi_error_percent=abs(pi - math.pi) / math.pi * 100 if groups else 100.0,
-        serial_correlation=serial,
-    )
+    return _figures(n, counts, t1, inside, groups)
