@@ -47,6 +47,11 @@ def server() -> None:
 @click.option("--org", default="default", show_default=True, help="Name of the first organization.")
 @click.option("--server-url", help="URL written into the admin profile (default https://NAME:8443).")
 @click.option("--deposit-limit", type=click.IntRange(1, 64 << 20), help="Largest deposit in bytes (default 1 MiB).")
+@click.option(
+    "--entropy-mix",
+    metavar="SOURCE",
+    help="Mix a health-tested hardware source (rdrand, rdseed, hwrng) into the entropy service.",
+)
 @passphrase_option
 @json_option
 def server_init(
@@ -56,6 +61,7 @@ def server_init(
     org: str,
     server_url: str | None,
     deposit_limit: int | None,
+    entropy_mix: str | None,
     passphrase_file: Path | None,
     as_json: bool,
 ) -> None:
@@ -65,11 +71,12 @@ def server_init(
     Example:
       strongroom server init --data /var/lib/strongroom --passphrase-file /root/pw
     """
-    from strongroom.server.setup import init_server
+    from strongroom.server.setup import check_entropy_mix, init_server
 
     data = require_data(data_dir)
+    check_entropy_mix(entropy_mix)  # before the passphrase prompt
     pw = read_passphrase(passphrase_file, confirm=True, what="New server passphrase")
-    res = init_server(data, pw, db_url, list(names) or None, org, server_url, deposit_limit)
+    res = init_server(data, pw, db_url, list(names) or None, org, server_url, deposit_limit, entropy_mix)
     out = {
         "data": str(data.path),
         "org": res.org,
@@ -118,6 +125,32 @@ def server_start(
         except barrier.WrongPassphrase:
             raise CliError("wrong passphrase") from None
     sys.exit(serve(data, listen, workers, key, log_level))
+
+
+@server.command("set-entropy-mix")
+@data_option
+@click.argument("source")
+@json_option
+def server_set_entropy_mix(data_dir: Path | None, source: str, as_json: bool) -> None:
+    """Mix a health-tested hardware source into the entropy service (rdrand, rdseed, hwrng or
+    hwrng:PATH), or stop mixing (none).  Output stays at least as strong as getrandom alone.
+    Takes effect when the server is next started.
+
+    \b
+    Example:
+      strongroom server set-entropy-mix rdseed --data /var/lib/strongroom
+    """
+    from strongroom.server.setup import check_entropy_mix
+
+    data = require_data(data_dir)
+    config = data.load_config()
+    config.entropy_mix = check_entropy_mix(source)
+    data.write_config(config)
+    emit(
+        {"entropy_mix": config.entropy_mix, "restart_needed": True},
+        as_json,
+        lambda o: click.echo(f"entropy mix: {o['entropy_mix'] or 'none (getrandom alone)'}; restart the server to apply"),
+    )
 
 
 @server.command("unseal")

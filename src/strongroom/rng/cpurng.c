@@ -20,35 +20,31 @@ int sr_cpu_has_rdseed(void) {
     return (b >> 18) & 1;
 }
 
-__attribute__((target("rdrnd"))) static int rdrand64(unsigned long long *v) {
-    for (int tries = 0; tries < 10; tries++)
-        if (_rdrand64_step(v)) return 1;
-    return 0;
-}
-
-__attribute__((target("rdseed"))) static int rdseed64(unsigned long long *v) {
-    for (int tries = 0; tries < 10000; tries++) {
-        if (_rdseed64_step(v)) return 1;
-        _mm_pause();
+/* Fill buf with n bytes; returns how many were filled (fewer only if the instruction kept
+ * failing).  A macro, so each loop inlines its instruction instead of calling through a pointer. */
+#define FILL(NAME, TARGET, STEP, TRIES, BACKOFF)                                   \
+    __attribute__((target(TARGET))) static inline int NAME##_word(unsigned long long *v) { \
+        for (int t = 0; t < (TRIES); t++) {                                        \
+            if (STEP(v)) return 1;                                                 \
+            BACKOFF;                                                               \
+        }                                                                          \
+        return 0;                                                                  \
+    }                                                                              \
+    __attribute__((target(TARGET))) size_t NAME(uint8_t *buf, size_t n) {        \
+        unsigned long long v;                                                      \
+        size_t i = 0;                                                              \
+        for (; i + 8 <= n; i += 8) {                                               \
+            if (!NAME##_word(&v)) return i;                                        \
+            memcpy(buf + i, &v, 8);                                                \
+        }                                                                          \
+        if (i < n) {                                                               \
+            if (!NAME##_word(&v)) return i;                                        \
+            memcpy(buf + i, &v, n - i);                                            \
+        }                                                                          \
+        return n;                                                                  \
     }
-    return 0;
-}
 
-/* Fill buf with n bytes; returns how many were filled (fewer only if the instruction kept failing). */
-static size_t fill(int (*step)(unsigned long long *), uint8_t *buf, size_t n) {
-    size_t i = 0;
-    unsigned long long v;
-    for (; i + 8 <= n; i += 8) {
-        if (!step(&v)) return i;
-        memcpy(buf + i, &v, 8);
-    }
-    if (i < n) {
-        if (!step(&v)) return i;
-        memcpy(buf + i, &v, n - i);
-        i = n;
-    }
-    return i;
-}
-
-size_t sr_rdrand_fill(uint8_t *buf, size_t n) { return fill(rdrand64, buf, n); }
-size_t sr_rdseed_fill(uint8_t *buf, size_t n) { return fill(rdseed64, buf, n); }
+/* RDRAND: up to 10 tries (Intel: a failure 10 times in a row means a broken DRNG). */
+FILL(sr_rdrand_fill, "rdrnd", _rdrand64_step, 10, (void)0)
+/* RDSEED: underflows when drained faster than it reseeds; pause and retry for a while. */
+FILL(sr_rdseed_fill, "rdseed", _rdseed64_step, 10000, _mm_pause())

@@ -54,31 +54,14 @@ def fips_140_2(data: bytes | bytearray | memoryview, startup_word: bool = True, 
     """Test every whole 20,000-bit block; ``engine`` is "c" (the helper), "numpy", or "auto"."""
     lib = native.require() if engine == "c" else native.lib() if engine == "auto" else None
     if lib is not None:
-        return _fips_c(lib, data, startup_word)
+        return _fips_c(data, startup_word)
     return _fips_numpy(data, startup_word)
 
 
-def _fips_c(lib: ctypes.CDLL, data: bytes | bytearray | memoryview, startup_word: bool) -> FipsResult:
-    raw = np.frombuffer(data, dtype=np.uint8)
-    last32 = ctypes.c_uint32(0)
-    has_last32 = 0
-    if startup_word:
-        if raw.size < 4:
-            raise ValueError("need at least the 32-bit start-up word")
-        last32.value = int(np.frombuffer(raw[:4].tobytes(), dtype="<u4")[0])
-        has_last32 = 1
-        raw = raw[4:]
-    nblocks = raw.size // BLOCK_BYTES
-    body = np.ascontiguousarray(raw[: nblocks * BLOCK_BYTES])
-    flags = np.zeros(nblocks, dtype=np.uint8)
-    last_bit = ctypes.c_int(0)
-    if nblocks:
-        lib.sr_fips_blocks(
-            native.address(body), nblocks, ctypes.byref(last_bit), ctypes.byref(last32), has_last32, native.address(flags)
-        )
-    counts = [int(np.count_nonzero(flags & bit)) for bit in _FLAGS]
-    failures = int(np.count_nonzero(flags))
-    return FipsResult(nblocks, nblocks - failures, failures, *counts)
+def _fips_c(data: bytes | bytearray | memoryview, startup_word: bool) -> FipsResult:
+    stream = FipsStream(startup_word)
+    stream.feed(data)
+    return stream.result()
 
 
 def _fips_numpy(data: bytes | bytearray | memoryview, startup_word: bool) -> FipsResult:
@@ -175,3 +158,61 @@ def _blocks(blocks: np.ndarray, last_bit: int, last32: int | None) -> np.ndarray
         [(~failed).sum(), failed.sum(), monobit.sum(), poker.sum(), runs_fail.sum(), long_fail.sum(), continuous.sum()],
         dtype=np.int64,
     )
+
+
+class FipsStream:
+    """The FIPS 140-2 tests over a stream read in pieces, for a source under test: the first 32-bit
+    word is the continuous test's start-up word (not tested), whole blocks are tested as they
+    complete, and `feed` says which blocks failed so their bytes can be dropped."""
+
+    def __init__(self, startup_word: bool = True) -> None:
+        self._lib = native.require()
+        self._pending = b""
+        self._last_bit = ctypes.c_int(0)
+        self._last32 = ctypes.c_uint32(0)
+        self._started = not startup_word
+        self._has_last32 = 0
+        self._counts = [0] * len(_FLAGS)
+        self.blocks = self.failures = 0
+        self.last_blocks = self.last_failures = 0  # of the latest feed
+
+    def feed(self, data: bytes | bytearray | memoryview) -> bytes:
+        """The bytes of the blocks that ``data`` completed and that passed every test."""
+        buf = data if isinstance(data, bytes) and not self._pending else self._pending + bytes(data)
+        if not self._started:
+            if len(buf) < 4:
+                self._pending = buf
+                return b""
+            self._last32.value = int.from_bytes(buf[:4], "little")
+            buf, self._started, self._has_last32 = buf[4:], True, 1
+        nblocks = len(buf) // BLOCK_BYTES
+        self._pending = buf[nblocks * BLOCK_BYTES :]
+        if not nblocks:
+            return b""
+        body = np.frombuffer(buf, dtype=np.uint8, count=nblocks * BLOCK_BYTES)
+        flags = np.zeros(nblocks, dtype=np.uint8)
+        self._lib.sr_fips_blocks(
+            native.address(body),
+            nblocks,
+            ctypes.byref(self._last_bit),
+            ctypes.byref(self._last32),
+            self._has_last32,
+            native.address(flags),
+        )
+        self._has_last32 = 1
+        for i, bit in enumerate(_FLAGS):
+            self._counts[i] += int(np.count_nonzero(flags & bit))
+        self.blocks += nblocks
+        failed = int(np.count_nonzero(flags))
+        self.failures += failed
+        self.last_blocks, self.last_failures = nblocks, failed
+        if not failed:
+            return buf[: nblocks * BLOCK_BYTES]
+        passed: bytes = body.reshape(nblocks, BLOCK_BYTES)[flags == 0].tobytes()
+        return passed
+
+    def result(self) -> FipsResult:
+        """Counts over everything fed so far, as rngtest reports them."""
+        if not self._started:
+            raise ValueError("need at least the 32-bit start-up word")
+        return FipsResult(self.blocks, self.blocks - self.failures, self.failures, *self._counts)

@@ -159,6 +159,15 @@ class Metrics:
         self.batch_seconds = Gauge(
             "strongroom_commit_seconds", "seconds spent in group commits (lock wait included)", registry=self.registry
         )
+        self.mixed = Gauge("strongroom_entropy_mixed", "entropy answers mixed with the hardware source", registry=self.registry)
+        self.unmixed = Gauge(
+            "strongroom_entropy_unmixed",
+            "entropy answers from getrandom alone while mixing is configured (hardware buffer empty or source failed)",
+            registry=self.registry,
+        )
+        self.mix_in_use = Gauge(
+            "strongroom_entropy_mix_in_use", "1 while the mixed hardware source passes its tests", registry=self.registry
+        )
 
 
 class MetricsMiddleware:
@@ -275,6 +284,10 @@ def create_app(service: Service, agent: NodeAgent | None = None) -> FastAPI:
         metrics.batches.set(stats.batches)
         metrics.batched.set(stats.actions)
         metrics.batch_seconds.set(stats.seconds)
+        mix = service.entropy_mixer.status()
+        metrics.mixed.set(int(mix["mixed"]))  # type: ignore[call-overload]
+        metrics.unmixed.set(int(mix["unmixed"]))  # type: ignore[call-overload]
+        metrics.mix_in_use.set(1 if mix["in_use"] else 0)
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.post("/v1/register", status_code=201)

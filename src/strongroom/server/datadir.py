@@ -21,6 +21,7 @@ class ServerConfig:
     db_url: str
     deposit_limit: int = DEFAULT_DEPOSIT_LIMIT
     names: list[str] = field(default_factory=lambda: ["localhost", "127.0.0.1"])
+    entropy_mix: str | None = None  # a hardware source mixed into the entropy service (rng/mix.py)
 
 
 class DataDir:

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from strongroom.crypto import aead, reqsig
 from strongroom.crypto.identity import b64u, unb64u, verify
+from strongroom.rng.mix import EntropyMixer
 from strongroom.server import audit as audit_mod
 from strongroom.server import barrier as barrier_mod
 from strongroom.server import storage as st
@@ -173,6 +174,7 @@ class Service:
         self.limiter = RegistrationLimiter()
         self.committer = GroupCommitter(store, barrier, self.head_file)
         self._keys: dict[str, bytes] = {}
+        self.entropy_mixer = EntropyMixer(config.entropy_mix)
 
     # -- transaction plumbing --------------------------------------------------------------
     def submit(self, fn: Callable[[Tx, audit_mod.AuditWriter], T]) -> Future[T]:
@@ -667,7 +669,7 @@ class Service:
     def entropy(self, ctx: Ctx, n: int) -> bytes:
         if not 1 <= n <= MAX_ENTROPY:
             raise BadRequest(f"bytes must be between 1 and {MAX_ENTROPY}")
-        return os.urandom(n)  # getrandom(2), looping until all n bytes are read
+        return self.entropy_mixer.random(n)
 
 
 class _NullAudit:

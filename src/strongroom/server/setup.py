@@ -34,6 +34,22 @@ def _empty(path: Path, remove_dir: bool) -> None:
             p.unlink(missing_ok=True)
 
 
+def check_entropy_mix(spec: str | None) -> str | None:
+    """A hardware source that works on this host, or None ("none"): the server's mixing option."""
+    from strongroom.rng.sources import SourceUnavailable, open_source
+
+    if spec in (None, "none"):
+        return None
+    assert spec is not None
+    if spec.partition(":")[0] not in ("rdrand", "rdseed", "hwrng"):
+        raise ValueError(f"entropy mix source must be rdrand, rdseed, hwrng[:PATH] or none, not {spec!r}")
+    try:
+        open_source(spec).close()
+    except SourceUnavailable as e:
+        raise ValueError(str(e)) from None
+    return spec
+
+
 def init_server(
     data: DataDir,
     passphrase: str,
@@ -42,6 +58,7 @@ def init_server(
     org: str = "default",
     server_url: str | None = None,
     deposit_limit: int | None = None,
+    entropy_mix: str | None = None,
 ) -> InitResult:
     check_name(org, "organization name", SHORT_NAME_RE)
     names = names or ["localhost", "127.0.0.1"]
@@ -49,6 +66,7 @@ def init_server(
     config = ServerConfig(db_url=url, names=names)
     if deposit_limit is not None:
         config.deposit_limit = deposit_limit
+    config.entropy_mix = check_entropy_mix(entropy_mix)
     if not data.is_empty():
         raise DataDirError(f"{data.path} is not empty; pick a new data dir")
     created_dir = not data.path.exists()
