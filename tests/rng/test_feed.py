@@ -132,10 +132,12 @@ def test_background_feeder_detaches_and_logs(tmp_path: Path) -> None:
     while not status.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     pid = json.loads(status.read_text())["pid"]
-    assert os.getsid(pid) != os.getsid(0)  # detached into a session of its own
-    os.kill(pid, signal.SIGTERM)
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    try:
+        assert os.getsid(pid) != os.getsid(0)  # detached into a session of its own
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
     assert not Path(f"/proc/{pid}").exists() and not status.exists()
     assert "feeding /dev/random from rdrand" in log.read_text()
 

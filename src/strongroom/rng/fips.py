@@ -60,7 +60,7 @@ def fips_140_2(data: bytes | bytearray | memoryview, startup_word: bool = True, 
 
 def _fips_c(data: bytes | bytearray | memoryview, startup_word: bool) -> FipsResult:
     stream = FipsStream(startup_word)
-    stream.feed(data)
+    stream.feed(data, keep=False)
     return stream.result()
 
 
@@ -176,23 +176,38 @@ class FipsStream:
         self.blocks = self.failures = 0
         self.last_blocks = self.last_failures = 0  # of the latest feed
 
-    def feed(self, data: bytes | bytearray | memoryview) -> bytes:
-        """The bytes of the blocks that ``data`` completed and that passed every test."""
-        buf = data if isinstance(data, bytes) and not self._pending else self._pending + bytes(data)
+    def feed(self, data: bytes | bytearray | memoryview, keep: bool = True) -> list[memoryview]:
+        """Test the blocks that ``data`` completes; with ``keep``, return the ones that passed, in
+        order, as views (nothing is copied but the few bytes of a block split across calls)."""
+        view = memoryview(data).cast("B")
         if not self._started:
-            if len(buf) < 4:
-                self._pending = buf
-                return b""
-            self._last32.value = int.from_bytes(buf[:4], "little")
-            buf, self._started, self._has_last32 = buf[4:], True, 1
-        nblocks = len(buf) // BLOCK_BYTES
-        self._pending = buf[nblocks * BLOCK_BYTES :]
-        if not nblocks:
-            return b""
-        body = np.frombuffer(buf, dtype=np.uint8, count=nblocks * BLOCK_BYTES)
+            head = self._pending + bytes(view[: 4 - len(self._pending)])
+            view = view[len(head) - len(self._pending) :]
+            if len(head) < 4:
+                self._pending = head
+                return []
+            self._last32.value = int.from_bytes(head, "little")
+            self._pending, self._started, self._has_last32 = b"", True, 1
+        kept: list[memoryview] = []
+        if self._pending:  # finish the block begun by an earlier call
+            need = BLOCK_BYTES - len(self._pending)
+            if len(view) < need:
+                self._pending += bytes(view)
+                return []
+            kept += self._test(memoryview(self._pending + bytes(view[:need])), keep)
+            view = view[need:]
+            self._pending = b""
+        whole = len(view) // BLOCK_BYTES * BLOCK_BYTES
+        if whole:
+            kept += self._test(view[:whole], keep)
+        self._pending = bytes(view[whole:])
+        return kept
+
+    def _test(self, blocks: memoryview, keep: bool) -> list[memoryview]:
+        nblocks = len(blocks) // BLOCK_BYTES
         flags = np.zeros(nblocks, dtype=np.uint8)
         self._lib.sr_fips_blocks(
-            native.address(body),
+            native.address(blocks),
             nblocks,
             ctypes.byref(self._last_bit),
             ctypes.byref(self._last32),
@@ -200,16 +215,18 @@ class FipsStream:
             native.address(flags),
         )
         self._has_last32 = 1
-        for i, bit in enumerate(_FLAGS):
-            self._counts[i] += int(np.count_nonzero(flags & bit))
-        self.blocks += nblocks
         failed = int(np.count_nonzero(flags))
+        if failed:
+            for i, bit in enumerate(_FLAGS):
+                self._counts[i] += int(np.count_nonzero(flags & bit))
+        self.blocks += nblocks
         self.failures += failed
         self.last_blocks, self.last_failures = nblocks, failed
+        if not keep:
+            return []
         if not failed:
-            return buf[: nblocks * BLOCK_BYTES]
-        passed: bytes = body.reshape(nblocks, BLOCK_BYTES)[flags == 0].tobytes()
-        return passed
+            return [blocks]
+        return [blocks[i * BLOCK_BYTES : (i + 1) * BLOCK_BYTES] for i in np.flatnonzero(flags == 0).tolist()]
 
     def result(self) -> FipsResult:
         """Counts over everything fed so far, as rngtest reports them."""

@@ -102,8 +102,9 @@ class TestedSource:
         failed = sum(f for _, f in self._recent)
         if failed > MAX_FIPS_FAILURES:
             self._take_out(f"FIPS 140-2: {failed} of the last {sum(b for b, _ in self._recent)} blocks failed")
-        self._buffer += passed
-        self.bytes_passed += len(passed)
+        for piece in passed:
+            self._buffer += piece
+            self.bytes_passed += len(piece)
         self._clean_reads += 1
         if self._clean_reads >= CLEAN_READS_TO_FORGIVE:
             self._backoff = FIRST_BACKOFF  # healthy for a while: the next failure starts over

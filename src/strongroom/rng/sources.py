@@ -9,7 +9,9 @@ claim: it is the kernel's conditioned output, and testing it would test ChaCha20
 
 from __future__ import annotations
 
+import ctypes
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -90,7 +92,11 @@ class Getrandom:
 
 
 class _CpuSource:
-    """RDRAND or RDSEED through libsrrng.so (cpurng.c)."""
+    """RDRAND or RDSEED through libsrrng.so (cpurng.c).  Small reads are served from a 4 KiB
+    buffer (a ctypes call costs more than the instruction); the buffer is dropped in a forked
+    child, so parent and child never hand out the same bytes."""
+
+    BUFFER = 4096
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -102,8 +108,30 @@ class _CpuSource:
         if not getattr(so, f"sr_cpu_has_{name}")():
             raise SourceUnavailable(f"{name}: not available on this CPU")
         self._fill = getattr(so, f"sr_{name}_fill")
+        self._spare = bytearray(self.BUFFER)
+        self._pinned = (ctypes.c_char * self.BUFFER).from_buffer(self._spare)  # a fixed address
+        self._spare_addr = ctypes.addressof(self._pinned)
+        self._spare_at = self.BUFFER  # bytes of the buffer already handed out
+        self._lock = threading.Lock()
+        os.register_at_fork(after_in_child=self._forget)
 
-    def read(self, n: int) -> bytearray:
+    def _forget(self) -> None:
+        self._spare_at = self.BUFFER
+        self._lock = threading.Lock()
+
+    def read(self, n: int) -> bytes | bytearray:
+        if n <= self.BUFFER // 4:
+            with self._lock:
+                if self.BUFFER - self._spare_at < n:
+                    self._spare_at = 0
+                    if self._fill(self._spare_addr, self.BUFFER) != self.BUFFER:
+                        self._spare_at = self.BUFFER
+                        raise SourceError(f"{self.name}: the instruction kept failing (carry flag clear)")
+                at = self._spare_at
+                self._spare_at += n
+                out = bytes(self._spare[at : at + n])
+                self._spare[at : at + n] = bytes(n)  # handed out once, kept nowhere
+                return out
         buf = bytearray(n)  # handed out as is: a copy into bytes costs a third of RDRAND's speed
         if n and self._fill(native.address(buf), n) != n:
             raise SourceError(f"{self.name}: the instruction kept failing (carry flag clear)")
