@@ -142,7 +142,7 @@ def run(quick: bool = False, profile: Path | None = None, remote: bool = True, p
                 piece = 4096 if name == "hwrng" else 65536
                 report["bulk"].append({"source": name, "MBps": round(_bulk_mbps(src.read, 1, piece, budget), 3), "piece": piece})
             else:
-                rd_keys = keys if name == "rdrand" else keys // 10  # RDSEED: ~1 µs per 8 bytes
+                rd_keys = keys
                 report["keygen"].append({"source": name, "ns_per_key": round(_per_key_ns(src.read, rd_keys), 1), "keys": rd_keys})
                 mib = bulk_mib if name == "rdrand" else max(1, bulk_mib // 16)
                 report["bulk"].append({"source": name, "MBps": round(_bulk_mbps(src.read, mib), 1)})

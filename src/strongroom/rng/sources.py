@@ -111,6 +111,7 @@ class _CpuSource:
         self._spare = bytearray(self.BUFFER)
         self._pinned = (ctypes.c_char * self.BUFFER).from_buffer(self._spare)  # a fixed address
         self._spare_addr = ctypes.addressof(self._pinned)
+        self._view = memoryview(self._spare)
         self._spare_at = self.BUFFER  # bytes of the buffer already handed out
         self._lock = threading.Lock()
         os.register_at_fork(after_in_child=self._forget)
@@ -129,9 +130,7 @@ class _CpuSource:
                         raise SourceError(f"{self.name}: the instruction kept failing (carry flag clear)")
                 at = self._spare_at
                 self._spare_at += n
-                out = bytes(self._spare[at : at + n])
-                self._spare[at : at + n] = bytes(n)  # handed out once, kept nowhere
-                return out
+                return self._view[at : at + n].tobytes()  # each byte handed out once
         buf = bytearray(n)  # handed out as is: a copy into bytes costs a third of RDRAND's speed
         if n and self._fill(native.address(buf), n) != n:
             raise SourceError(f"{self.name}: the instruction kept failing (carry flag clear)")
