@@ -13,7 +13,8 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from strongroom.rng import mix
+from strongroom.rng import mix, monitor
+from strongroom.rng.sources import open_source
 from strongroom.rng.stats import ent_stats
 from tests.rng.test_sources import HAS_RDRAND
 from tests.serverproc import Deployment, cli, tls
@@ -86,5 +87,11 @@ def test_server_mixes_rdrand_into_its_entropy_service(tmp_path: Path) -> None:
         unmixed = float(m.split("\nstrongroom_entropy_unmixed ")[1].split()[0])
         assert mixed + unmixed == 50 and mixed >= 40  # only the first requests may beat the buffer
         assert "strongroom_entropy_mix_in_use 1.0" in m
+
+        # the remote source: this server's entropy service, through a client profile, under test
+        d.register("rng-host")
+        remote = monitor.TestedSource(open_source("remote", d.root / "profiles" / "rng-host"))
+        assert len(remote.read(100_000)) == 100_000 and remote.in_use
+        assert remote.status()["bytes_tested"] >= 100_000
     finally:
         d.close()
