@@ -175,3 +175,35 @@ def test_systemd_unit_verifies_and_its_command_runs(tmp_path: Path) -> None:
     if os.geteuid() == 0 and HAS_RDRAND:  # the same arguments, once, with what this machine has
         r = cli(*[a for a in args if a != "--foreground"], "--once")
         assert r.returncode == 0 and b"added" in r.stdout, r.stderr
+
+
+@needs_root
+@needs_rdrand
+def test_rate_limit_caps_each_addition() -> None:
+    r = cli("rng", "feed", "--source", "rdrand", "--once", "--chunk", "4096", "--max-rate", "100", "--interval", "0.5")
+    assert r.returncode == 0, r.stderr
+    if not pool.accounting():
+        assert r.stdout.startswith(b"added 50 bytes, credited 200 bits")  # 100 B/s over a 0.5 s interval
+
+
+@needs_root
+@needs_rdrand
+def test_watermark_mode_tops_up_only_below_the_watermark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This kernel (>= 5.18) no longer accounts entropy, so the older kernels' answers are played
+    in-process; the bytes still go to the real pool through the real ioctl."""
+    from strongroom.rng import feeder
+    from strongroom.rng.monitor import TestedSource
+    from strongroom.rng.sources import open_source
+
+    avail = {"bits": 100}
+    monkeypatch.setattr(pool, "accounting", lambda release=None: True)
+    monkeypatch.setattr(pool, "state", lambda: pool.PoolState("5.10.0", avail["bits"], 4096, 896, True))
+    writer = pool.PoolWriter()
+    try:
+        f = feeder.Feeder([TestedSource(open_source("rdrand"))], writer, feeder.FeedPolicy(watermark=3072))
+        assert f.step() == (4096 - 100) // 4  # enough bytes, at 4 bits each, to fill the pool
+        assert f.bits_credited == 4 * f.bytes_added
+        avail["bits"] = 3072
+        assert f.step() == 0  # at the watermark: nothing to add
+    finally:
+        writer.close()
