@@ -1,0 +1,221 @@
+"""`strongroom fs ...`: volumes (init) and standalone encrypted files (encrypt, decrypt).
+
+Mounting (issue 3's FUSE front end) is not built yet; the format and its layers are.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+import click
+
+from strongroom.cli.common import (
+    CliError,
+    Group,
+    emit,
+    json_option,
+    open_client,
+    passphrase_option,
+    profile_option,
+    read_passphrase,
+)
+
+
+@click.group("fs", cls=Group)
+def fs() -> None:
+    """Encrypted volumes and files (format: docs/FORMAT.md)."""
+
+
+def _fs_errors(fn: Any) -> Any:
+    """Format errors become one readable line."""
+    import functools
+
+    from strongroom.fs.config import ConfigError
+    from strongroom.fs.content import DamagedFile
+    from strongroom.fs.standalone import NotStandalone
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (ConfigError, NotStandalone) as e:
+            raise CliError(str(e), code=2) from None
+        except DamagedFile as e:
+            raise CliError(f"damaged: {e}") from None
+
+    return wrapper
+
+
+@fs.command("init")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--key-server", is_flag=True, help="Keep the volume key on the Strongroom server (a deposit of this host).")
+@click.option("--deposit", help="Deposit name for the volume key (default volume-<id>).")
+@click.option("--passphrase", "use_passphrase", is_flag=True, help="Key the volume with a passphrase (Argon2id).")
+@click.option(
+    "--recovery-passphrase", is_flag=True, help="Also add a recovery passphrase (from --recovery-passphrase-file or a prompt)."
+)
+@click.option(
+    "--recovery-passphrase-file", type=click.Path(dir_okay=False, path_type=Path), help="Read the recovery passphrase here."
+)
+@passphrase_option
+@profile_option
+@json_option
+@_fs_errors
+def fs_init(
+    directory: Path,
+    key_server: bool,
+    deposit: str | None,
+    use_passphrase: bool,
+    recovery_passphrase: bool,
+    recovery_passphrase_file: Path | None,
+    passphrase_file: Path | None,
+    profile: Path | None,
+    servers: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Create an encrypted volume in an empty directory.
+
+    \b
+    Example:
+      strongroom fs init /srv/vault --key-server --recovery-passphrase
+      strongroom fs init /srv/vault --passphrase --passphrase-file pw
+    """
+    from strongroom.fs.names import b64u
+    from strongroom.fs.volume import init_volume
+
+    if key_server == use_passphrase:
+        raise CliError("choose --key-server or --passphrase")
+    pw = read_passphrase(passphrase_file, confirm=True, what="Volume passphrase") if use_passphrase else None
+    recovery = None
+    if recovery_passphrase or recovery_passphrase_file:
+        recovery = read_passphrase(recovery_passphrase_file, confirm=True, what="Recovery passphrase")
+    client = open_client(profile, servers) if key_server else None
+    try:
+        cfg = init_volume(directory, pw, recovery, client, deposit)
+    finally:
+        if client is not None:
+            client.close()
+    out = {
+        "volume": str(directory),
+        "volume_id": b64u(cfg.volume_id),
+        "key_sources": [f"{s['type']} ({s['role']})" for s in cfg.key_sources],
+    }
+    emit(
+        out,
+        as_json,
+        lambda o: click.echo(f"created volume {o['volume']} ({o['volume_id']}), keyed by {', '.join(o['key_sources'])}"),
+    )
+
+
+def _open_in(path: str) -> IO[bytes]:
+    return sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
+
+
+class _Output:
+    """Writes to OUT.partial and renames on success, so a failed run leaves no plausible plaintext."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.tmp = None if path == "-" else path + ".partial"
+        self.f: IO[bytes] = sys.stdout.buffer if self.tmp is None else open(self.tmp, "wb")  # noqa: SIM115
+
+    def commit(self) -> None:
+        if self.tmp is not None:
+            self.f.flush()
+            os.fsync(self.f.fileno())
+            self.f.close()
+            os.replace(self.tmp, self.path)
+
+    def abort(self) -> None:
+        if self.tmp is not None:
+            self.f.close()
+            Path(self.tmp).unlink(missing_ok=True)
+
+
+def _volume_keys(volume: Path, passphrase_file: Path | None, profile: Path | None) -> Any:
+    from strongroom.fs.volume import unlock
+
+    def client_factory(_source: dict[str, Any]) -> Any:
+        return open_client(profile)
+
+    return unlock(volume, lambda: read_passphrase(passphrase_file, what="Volume passphrase"), client_factory)
+
+
+@fs.command("encrypt")
+@click.argument("source", metavar="FILE|-")
+@click.option("-o", "--out", required=True, metavar="OUT|-", help="Where to write the encrypted file.")
+@click.option(
+    "--volume", type=click.Path(file_okay=False, exists=True, path_type=Path), help="Key it with this volume (else a passphrase)."
+)
+@passphrase_option
+@profile_option
+@_fs_errors
+def fs_encrypt(
+    source: str, out: str, volume: Path | None, passphrase_file: Path | None, profile: Path | None, servers: tuple[str, ...]
+) -> None:
+    """Encrypt a file or stdin, streaming, with a volume's key or a passphrase (docs/FORMAT.md §7).
+
+    \b
+    Example:
+      tar c /etc | strongroom fs encrypt - -o etc.tar.sr --volume /srv/vault
+      strongroom fs encrypt db.dump -o db.dump.sr --passphrase-file pw
+    """
+    from strongroom.fs import standalone
+
+    vk = _volume_keys(volume, passphrase_file, profile) if volume is not None else None
+    pw = None if vk is not None else read_passphrase(passphrase_file, confirm=True, what="File passphrase")
+    with _open_in(source) as src:
+        dst = _Output(out)
+        try:
+            if vk is not None:
+                standalone.encrypt_stream(src, dst.f, vk.volume_id, vk.kek, None)
+            else:
+                assert pw is not None
+                standalone.encrypt_with_passphrase(src, dst.f, pw)
+        except BaseException:
+            dst.abort()
+            raise
+        dst.commit()
+
+
+@fs.command("decrypt")
+@click.argument("source", metavar="FILE|-")
+@click.option("-o", "--out", required=True, metavar="OUT|-", help="Where to write the plaintext (- for stdout).")
+@click.option("--volume", type=click.Path(file_okay=False, exists=True, path_type=Path), help="The volume that keyed the file.")
+@passphrase_option
+@profile_option
+@_fs_errors
+def fs_decrypt(
+    source: str, out: str, volume: Path | None, passphrase_file: Path | None, profile: Path | None, servers: tuple[str, ...]
+) -> None:
+    """Decrypt a file made by `fs encrypt`; a damaged or cut file fails (exit 1) and, with -o FILE,
+    leaves nothing behind.
+
+    \b
+    Example:
+      strongroom fs decrypt etc.tar.sr -o - --volume /srv/vault | tar x
+      strongroom fs decrypt db.dump.sr -o db.dump --passphrase-file pw
+    """
+    from strongroom.fs import standalone
+
+    def kek_for(env: standalone.Envelope) -> bytes:
+        if env.key_source is None:
+            if volume is None:
+                raise CliError("this file is keyed by a volume: pass --volume DIR")
+            vk = _volume_keys(volume, passphrase_file, profile)
+            if vk.volume_id != env.volume_id:
+                raise CliError(f"this file was not encrypted with the volume at {volume}")
+            return bytes(vk.kek)
+        return standalone.kek_from_passphrase(env, read_passphrase(passphrase_file, what="File passphrase"))
+
+    with _open_in(source) as src:
+        dst = _Output(out)
+        try:
+            standalone.decrypt_stream(src, dst.f, kek_for)
+        except BaseException:
+            dst.abort()
+            raise
+        dst.commit()

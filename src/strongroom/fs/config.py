@@ -1,0 +1,219 @@
+"""The volume config, strongroom.volume.json (docs/FORMAT.md §4), and its key sources.
+
+A key source yields a 32-byte source key that opens the source's sealed copy of the KEK:
+Argon2id of a passphrase, or the content of a deposit on the Strongroom key server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from strongroom.crypto.kdf import Argon2Params, passphrase_key
+from strongroom.fs import keys
+from strongroom.fs.names import LONG_NAME_MAX, b64u, unb64u
+
+CONFIG = "strongroom.volume.json"
+FORMAT = "strongroom-volume"
+VERSION = 1
+
+
+class ConfigError(Exception):
+    """The config is missing, unreadable, tampered with, or no key source opens it."""
+
+
+def kek_aad(volume_id: bytes, source_type: str) -> bytes:
+    return keys.PREFIX + b"kek\x00" + volume_id + source_type.encode()
+
+
+def passphrase_source(kek: bytes, volume_id: bytes, passphrase: str, role: str = "primary") -> dict[str, Any]:
+    params = Argon2Params.fresh()
+    source_key = passphrase_key(passphrase, params)
+    return {
+        "type": "passphrase",
+        "role": role,
+        "kdf": {
+            "name": "argon2id",
+            "salt": b64u(params.salt),
+            "memory_kib": params.memory_kib,
+            "iterations": params.iterations,
+            "lanes": params.lanes,
+        },
+        "sealed_kek": b64u(keys.seal(source_key, kek_aad(volume_id, "passphrase"), kek)),
+    }
+
+
+def trustee_source(
+    kek: bytes, volume_id: bytes, servers: list[str], owner: str, deposit: str, source_key: bytes
+) -> dict[str, Any]:
+    """A source whose key is the deposit ``deposit`` of ``owner`` (the caller stores source_key there)."""
+    return {
+        "type": "trustee",
+        "role": "primary",
+        "servers": servers,
+        "owner": owner,
+        "deposit": deposit,
+        "sealed_kek": b64u(keys.seal(source_key, kek_aad(volume_id, "trustee"), kek)),
+    }
+
+
+def _canonical_params(d: dict[str, Any]) -> bytes:
+    keep = {k: d[k] for k in ("block_size", "cipher", "format", "long_name_max", "names", "version", "volume_id")}
+    return json.dumps(keep, sort_keys=True, separators=(",", ":")).encode()
+
+
+@dataclass
+class VolumeConfig:
+    volume_id: bytes
+    key_sources: list[dict[str, Any]]
+    wrapped: dict[str, bytes]
+    params_mac: bytes = b""
+    long_name_max: int = LONG_NAME_MAX
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    # -- creating and storing ------------------------------------------------------------
+    @classmethod
+    def new(cls, vk: keys.VolumeKeys, sources: list[dict[str, Any]]) -> VolumeConfig:
+        cfg = cls(vk.volume_id, sources, vk.wrapped())
+        cfg.params_mac = cfg._mac(vk.rules_mac)
+        return cfg
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "volume_id": b64u(self.volume_id),
+            "cipher": "AES-256-GCM",
+            "block_size": 4096,
+            "names": "AES-256-SIV",
+            "long_name_max": self.long_name_max,
+            "key_sources": self.key_sources,
+            "wrapped": {k: b64u(v) for k, v in self.wrapped.items()},
+            "params_mac": b64u(self.params_mac),
+            **self.extra,
+        }
+
+    def _mac(self, rules_mac_key: bytes) -> bytes:
+        return hmac.new(rules_mac_key, keys.PREFIX + b"params\x00" + _canonical_params(self.to_json()), hashlib.sha256).digest()
+
+    def save(self, volume: Path) -> None:
+        """Replace the config atomically and durably."""
+        path = volume / CONFIG
+        tmp = volume / (CONFIG + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, (json.dumps(self.to_json(), indent=2) + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        dfd = os.open(volume, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+    @classmethod
+    def load(cls, volume: Path) -> VolumeConfig:
+        path = volume / CONFIG
+        try:
+            raw = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"{volume} is not a Strongroom volume (no {CONFIG})") from None
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"{path} is unreadable: {type(e).__name__}") from None
+        return cls.from_json(raw, str(path))
+
+    @classmethod
+    def from_json(cls, raw: Any, where: str = "config") -> VolumeConfig:
+        try:
+            if raw["format"] != FORMAT:
+                raise ConfigError(f"{where} is not a Strongroom volume config")
+            if raw["version"] != VERSION:
+                raise ConfigError(f"{where} has format version {raw['version']}; this Strongroom reads version {VERSION}")
+            if raw["cipher"] != "AES-256-GCM" or raw["block_size"] != 4096 or raw["names"] != "AES-256-SIV":
+                raise ConfigError(f"{where} names parameters this Strongroom does not support")
+            sources = list(raw["key_sources"])
+            if not sources or not all(isinstance(s, dict) and s.get("type") in ("passphrase", "trustee") for s in sources):
+                raise ConfigError(f"{where} has no usable key source")
+            known = {
+                "format",
+                "version",
+                "volume_id",
+                "cipher",
+                "block_size",
+                "names",
+                "long_name_max",
+                "key_sources",
+                "wrapped",
+                "params_mac",
+            }
+            return cls(
+                volume_id=unb64u(raw["volume_id"]),
+                key_sources=sources,
+                wrapped={k: unb64u(v) for k, v in dict(raw["wrapped"]).items()},
+                params_mac=unb64u(raw["params_mac"]),
+                long_name_max=int(raw["long_name_max"]),
+                extra={k: v for k, v in raw.items() if k not in known},
+            )
+        except ConfigError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ConfigError(f"{where} is corrupt ({type(e).__name__}: {e})") from None
+
+    # -- unlocking ------------------------------------------------------------------------
+    def sources(self, kind: str) -> list[dict[str, Any]]:
+        return [s for s in self.key_sources if s.get("type") == kind]
+
+    def unlock_with_source_key(self, source: dict[str, Any], source_key: bytes) -> keys.VolumeKeys:
+        try:
+            sealed = unb64u(source["sealed_kek"])
+            kek = keys.open_sealed(source_key, kek_aad(self.volume_id, source["type"]), sealed, "the volume key")
+        except keys.WrongKey:
+            raise
+        except (KeyError, TypeError, ValueError) as e:
+            raise ConfigError(f"key source is corrupt ({type(e).__name__})") from None
+        return self.unlock_with_kek(kek)
+
+    def unlock_with_kek(self, kek: bytes) -> keys.VolumeKeys:
+        try:
+            vk = keys.VolumeKeys.unwrapped(self.volume_id, kek, self.wrapped)
+        except keys.WrongKey as e:
+            raise ConfigError(f"the config's wrapped keys do not open: {e}") from None
+        if not hmac.compare_digest(self._mac(vk.rules_mac), self.params_mac):
+            raise ConfigError("the config's parameters were changed (params_mac does not match)")
+        return vk
+
+    def unlock_passphrase(self, passphrase: str) -> keys.VolumeKeys:
+        """Try each passphrase source (primary, then recovery)."""
+        found = self.sources("passphrase")
+        if not found:
+            raise ConfigError("this volume has no passphrase key source")
+        for source in sorted(found, key=lambda s: s.get("role") != "primary"):
+            kdf = source.get("kdf", {})
+            try:
+                params = Argon2Params(unb64u(kdf["salt"]), int(kdf["memory_kib"]), int(kdf["iterations"]), int(kdf["lanes"]))
+            except (KeyError, TypeError, ValueError):
+                raise ConfigError("passphrase key source is corrupt") from None
+            try:
+                return self.unlock_with_source_key(source, passphrase_key(passphrase, params))
+            except keys.WrongKey:
+                continue
+        raise ConfigError("wrong passphrase")
+
+    def unlock_trustee(self, fetch: Callable[[dict[str, Any]], bytes]) -> keys.VolumeKeys:
+        """``fetch(source)`` returns the deposit's content (the client's errors pass through)."""
+        found = self.sources("trustee")
+        if not found:
+            raise ConfigError("this volume has no key-server key source")
+        source = found[0]
+        try:
+            return self.unlock_with_source_key(source, fetch(source))
+        except keys.WrongKey:
+            raise ConfigError("the key server's deposit does not open this volume") from None

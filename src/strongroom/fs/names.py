@@ -1,0 +1,101 @@
+"""Names (docs/FORMAT.md §6): AES-SIV under the name key with the directory's tweak, base64url;
+long ones stored under a hash with the full encrypted name beside them."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESSIV
+
+DIRIV = "strongroom.diriv"
+DIRIV_BYTES = 16
+LONG_PREFIX = "strongroom.longname."
+LONG_SUFFIX = ".name"
+RESERVED = "strongroom."
+LONG_NAME_MAX = 175
+NAME_AD = b"strongroom/v1/name\x00"
+XATTR_AD = b"strongroom/v1/xattr-name"
+XATTR_PREFIX = "user.sr."
+
+
+class BadName(Exception):
+    """A name that cannot be stored (plaintext) or does not decrypt (lower)."""
+
+
+def b64u(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def unb64u(text: str) -> bytes:
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (ValueError, TypeError):
+        raise BadName("not base64url") from None
+
+
+def new_diriv() -> bytes:
+    return os.urandom(DIRIV_BYTES)
+
+
+def check_plain(name: bytes) -> None:
+    if name in (b"", b".", b"..") or b"/" in name or b"\x00" in name or len(name) > 255:
+        raise BadName("invalid file name")
+
+
+class NameCipher:
+    def __init__(self, name_key: bytes, long_name_max: int = LONG_NAME_MAX) -> None:
+        self._siv = AESSIV(name_key)
+        self.long_name_max = long_name_max
+
+    def encrypt(self, name: bytes, diriv: bytes) -> str:
+        """The encrypted form of ``name`` in the directory with tweak ``diriv`` (before shortening)."""
+        check_plain(name)
+        return b64u(self._siv.encrypt(name, [NAME_AD + diriv]))
+
+    def decrypt(self, encrypted: str, diriv: bytes) -> bytes:
+        try:
+            return self._siv.decrypt(unb64u(encrypted), [NAME_AD + diriv])
+        except (InvalidTag, ValueError):
+            raise BadName("name does not decrypt in this directory") from None
+
+    def lower_name(self, name: bytes, diriv: bytes) -> tuple[str, str | None]:
+        """(the lower entry's name, the full encrypted name to store beside it if it is long)."""
+        e = self.encrypt(name, diriv)
+        if len(e) <= self.long_name_max:
+            return e, None
+        return long_name(e), e
+
+
+def long_name(encrypted: str) -> str:
+    return LONG_PREFIX + b64u(hashlib.sha256(encrypted.encode()).digest())
+
+
+def is_long(lower: str) -> bool:
+    return lower.startswith(LONG_PREFIX) and not lower.endswith(LONG_SUFFIX)
+
+
+def is_reserved(lower: str) -> bool:
+    """Lower entries that are not plaintext entries (tweaks, long-name sidecars, temporaries)."""
+    return lower.startswith(RESERVED) and not is_long(lower)
+
+
+class XattrNames:
+    def __init__(self, key: bytes) -> None:
+        self._siv = AESSIV(key)
+
+    def encrypt(self, name: str) -> str:
+        """user.X -> user.sr.<b64u(SIV(X))>; only the user namespace is exposed."""
+        if not name.startswith("user.") or len(name) == 5:
+            raise BadName("only user.* extended attributes are supported")
+        return XATTR_PREFIX + b64u(self._siv.encrypt(name[5:].encode(), [XATTR_AD]))
+
+    def decrypt(self, lower: str) -> str:
+        if not lower.startswith(XATTR_PREFIX):
+            raise BadName("not a Strongroom attribute")
+        try:
+            return "user." + self._siv.decrypt(unb64u(lower[len(XATTR_PREFIX) :]), [XATTR_AD]).decode()
+        except (InvalidTag, ValueError, UnicodeDecodeError):
+            raise BadName("attribute name does not decrypt") from None

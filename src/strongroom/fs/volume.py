@@ -1,0 +1,90 @@
+"""Creating and unlocking a volume: the config plus the root directory's tweak, and the key
+sources that open it (a passphrase, or a deposit on the key server reached through the client)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from strongroom.fs import config, keys, names
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_diriv(directory: Path) -> bytes:
+    """A directory's tweak, durable before anything is created in the directory."""
+    iv = names.new_diriv()
+    path = directory / names.DIRIV
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+    try:
+        os.write(fd, iv)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    _fsync_dir(directory)
+    return iv
+
+
+def init_volume(
+    directory: Path,
+    passphrase: str | None = None,
+    recovery_passphrase: str | None = None,
+    client: Any = None,
+    deposit: str | None = None,
+) -> config.VolumeConfig:
+    """Create a volume in an empty (or new) directory, keyed by a passphrase and/or the key server
+    (``client``, a strongroom.client.Client: the KEK's source key becomes its deposit)."""
+    if passphrase is None and client is None:
+        raise ValueError("a volume needs a key source: a passphrase or the key server")
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if any(directory.iterdir()):
+        raise config.ConfigError(f"{directory} is not empty")
+    volume_id = os.urandom(16)
+    vk = keys.VolumeKeys.fresh(volume_id)
+    sources = []
+    if client is not None:
+        source_key = os.urandom(32)
+        name = deposit or f"volume-{names.b64u(volume_id)}"
+        client.put(name, source_key)
+        sources.append(config.trustee_source(vk.kek, volume_id, list(client.servers), client.client_id, name, source_key))
+    if passphrase is not None:
+        sources.append(config.passphrase_source(vk.kek, volume_id, passphrase, "primary" if client is None else "recovery"))
+    if recovery_passphrase is not None:
+        sources.append(config.passphrase_source(vk.kek, volume_id, recovery_passphrase, "recovery"))
+    cfg = config.VolumeConfig.new(vk, sources)
+    write_diriv(directory)
+    cfg.save(directory)
+    return cfg
+
+
+def unlock(
+    directory: Path,
+    passphrase: Callable[[], str] | None = None,
+    client_factory: Callable[[dict[str, Any]], Any] | None = None,
+) -> keys.VolumeKeys:
+    """The volume's keys: from the key server when the volume has such a source and a client
+    factory is given, else from a passphrase (asked for only when needed)."""
+    cfg = config.VolumeConfig.load(directory)
+    if cfg.sources("trustee") and client_factory is not None:
+
+        def fetch(source: dict[str, Any]) -> bytes:
+            client = client_factory(source)
+            try:
+                owner = None if source["owner"] == client.client_id else source["owner"]  # a shared deposit
+                data: bytes = client.get(source["deposit"], owner=owner)
+                return data
+            finally:
+                client.close()
+
+        return cfg.unlock_trustee(fetch)
+    if passphrase is None:
+        raise config.ConfigError("this volume needs a passphrase")
+    return cfg.unlock_passphrase(passphrase())
