@@ -17,8 +17,6 @@ LONG_SUFFIX = ".name"
 RESERVED = "strongroom."
 LONG_NAME_MAX = 175
 NAME_AD = b"strongroom/v1/name\x00"
-XATTR_AD = b"strongroom/v1/xattr-name"
-XATTR_PREFIX = "user.sr."
 
 
 class BadName(Exception):
@@ -80,22 +78,3 @@ def is_long(lower: str) -> bool:
 def is_reserved(lower: str) -> bool:
     """Lower entries that are not plaintext entries (tweaks, long-name sidecars, temporaries)."""
     return lower.startswith(RESERVED) and not is_long(lower)
-
-
-class XattrNames:
-    def __init__(self, key: bytes) -> None:
-        self._siv = AESSIV(key)
-
-    def encrypt(self, name: str) -> str:
-        """user.X -> user.sr.<b64u(SIV(X))>; only the user namespace is exposed."""
-        if not name.startswith("user.") or len(name) == 5:
-            raise BadName("only user.* extended attributes are supported")
-        return XATTR_PREFIX + b64u(self._siv.encrypt(name[5:].encode(), [XATTR_AD]))
-
-    def decrypt(self, lower: str) -> str:
-        if not lower.startswith(XATTR_PREFIX):
-            raise BadName("not a Strongroom attribute")
-        try:
-            return "user." + self._siv.decrypt(unb64u(lower[len(XATTR_PREFIX) :]), [XATTR_AD]).decode()
-        except (InvalidTag, ValueError, UnicodeDecodeError):
-            raise BadName("attribute name does not decrypt") from None

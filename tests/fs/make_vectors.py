@@ -1,0 +1,59 @@
+"""Regenerates tests/fs/vectors.json with the product code (run by hand, after a format change):
+    .venv/bin/python -m tests.fs.make_vectors
+The vectors are then fixed: the tests decrypt them with the product and with spec_decryptor."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from strongroom.fs import config, content, names, standalone, volume, xattrs
+
+OUT = Path(__file__).with_name("vectors.json")
+PASSPHRASE = "correct horse battery staple"
+
+
+def main() -> None:
+    os.environ["STRONGROOM_ARGON2_MEMORY_KIB"] = "256"  # cheap parameters, stored in the vector
+    os.environ["STRONGROOM_ARGON2_ITERATIONS"] = "1"
+    with tempfile.TemporaryDirectory() as tmp:
+        vol = Path(tmp) / "vol"
+        volume.init_volume(vol, PASSPHRASE, recovery_passphrase="recovery words")
+        cfg_json = json.loads((vol / config.CONFIG).read_text())
+        diriv = (vol / names.DIRIV).read_bytes()
+    vk = config.VolumeConfig.from_json(cfg_json).unlock_passphrase(PASSPHRASE)
+    plain = bytes(range(256)) * 20 + b"tail"  # 5124 bytes: one full block and a partial one
+    header = content.FileHeader.fresh()
+    lower = header.encode(vk.kek, vk.volume_id) + content.FileCipher(header).seal(0, plain)
+    nc = names.NameCipher(vk.names)
+    short = "hello, world.txt".encode()
+    long_plain = ("a-very-long-name-" * 12).encode()[:200]
+    long_lower, sidecar = nc.lower_name(long_plain, diriv)
+    xc = xattrs.XattrCipher(vk.xattr_names, vk.xattr_values)
+    x_lower = xc.lower_name("user.comment")
+    x_value = xc.seal_value(x_lower, b"checked by fsck")
+    sa = io.BytesIO()
+    standalone.encrypt_with_passphrase(io.BytesIO(b"standalone plaintext\n" * 300), sa, PASSPHRASE)
+    vectors = {
+        "passphrase": PASSPHRASE,
+        "recovery_passphrase": "recovery words",
+        "config": cfg_json,
+        "keys_hex": {"kek": vk.kek.hex(), "names": vk.names.hex(), "xattr-names": vk.xattr_names.hex()},
+        "root_diriv_hex": diriv.hex(),
+        "file": {"plaintext_hex": plain.hex(), "lower_hex": lower.hex()},
+        "names": [
+            {"plaintext": short.decode(), "lower": nc.lower_name(short, diriv)[0], "sidecar": None},
+            {"plaintext": long_plain.decode(), "lower": long_lower, "sidecar": sidecar},
+        ],
+        "xattr": {"name": "user.comment", "lower_name": x_lower, "value": "checked by fsck", "lower_value_hex": x_value.hex()},
+        "standalone": {"plaintext": "standalone plaintext\n" * 300, "encrypted_hex": sa.getvalue().hex()},
+    }
+    OUT.write_text(json.dumps(vectors, indent=1) + "\n")
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()

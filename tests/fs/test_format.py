@@ -1,0 +1,108 @@
+"""The format of docs/FORMAT.md: the product and an independent decryptor written from the spec
+(spec_decryptor.py) agree on the fixed vectors, in both directions."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from strongroom.fs import config, content, keys, names, standalone, xattrs
+from tests.fs import spec_decryptor as spec
+
+V = json.loads(Path(__file__).with_name("vectors.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def vk() -> keys.VolumeKeys:
+    return config.VolumeConfig.from_json(V["config"]).unlock_passphrase(V["passphrase"])
+
+
+def test_both_passphrases_and_the_spec_unlock_the_same_keys(vk: keys.VolumeKeys) -> None:
+    assert vk.kek.hex() == V["keys_hex"]["kek"] and vk.names.hex() == V["keys_hex"]["names"]
+    recovered = config.VolumeConfig.from_json(V["config"]).unlock_passphrase(V["recovery_passphrase"])
+    assert recovered == vk
+    sk = spec.unlock(V["config"], V["passphrase"])
+    assert sk["kek"] == vk.kek and sk["names"] == vk.names and sk["xattr-values"] == vk.xattr_values
+    with pytest.raises(config.ConfigError, match="wrong passphrase"):
+        config.VolumeConfig.from_json(V["config"]).unlock_passphrase("nope")
+
+
+def test_file_vector_decrypts_with_product_and_spec(vk: keys.VolumeKeys) -> None:
+    lower, plain = bytes.fromhex(V["file"]["lower_hex"]), bytes.fromhex(V["file"]["plaintext_hex"])
+    header = content.FileHeader.decode(lower[:84], vk.kek, vk.volume_id)
+    assert content.FileCipher(header).open(0, lower[84:]) == plain
+    assert spec.decrypt_file(lower, vk.kek, vk.volume_id) == plain
+    assert content.plain_size(len(lower)) == len(plain) and content.lower_size(len(plain)) == len(lower)
+
+
+def test_product_output_decrypts_with_the_spec(vk: keys.VolumeKeys) -> None:
+    for size in (1, 4095, 4096, 4097, 3 * 4096, 100_000):
+        plain = os.urandom(size)
+        h = content.FileHeader.fresh()
+        lower = h.encode(vk.kek, vk.volume_id) + content.FileCipher(h).seal(0, plain)
+        assert len(lower) == content.lower_size(size)
+        assert spec.decrypt_file(lower, vk.kek, vk.volume_id) == plain
+
+
+def test_names_are_deterministic_and_match_the_vectors(vk: keys.VolumeKeys) -> None:
+    iv = bytes.fromhex(V["root_diriv_hex"])
+    nc = names.NameCipher(vk.names)
+    for n in V["names"]:
+        lower, sidecar = nc.lower_name(n["plaintext"].encode(), iv)
+        assert (lower, sidecar) == (n["lower"], n["sidecar"])  # SIV: the same name, the same lower name
+        assert spec.decrypt_name(lower, vk.names, iv, sidecar) == n["plaintext"].encode()
+        assert nc.decrypt(sidecar or lower, iv) == n["plaintext"].encode()
+    assert V["names"][1]["lower"].startswith("strongroom.longname.") and len(V["names"][1]["sidecar"]) > 175
+    other_dir = names.new_diriv()
+    assert nc.lower_name(b"hello, world.txt", other_dir)[0] != V["names"][0]["lower"]
+    with pytest.raises(names.BadName):
+        nc.decrypt(V["names"][0]["lower"], other_dir)  # an entry moved to another directory
+
+
+def test_xattr_vector(vk: keys.VolumeKeys) -> None:
+    x = V["xattr"]
+    xc = xattrs.XattrCipher(vk.xattr_names, vk.xattr_values)
+    assert xc.lower_name(x["name"]) == x["lower_name"]
+    assert xc.open_value(x["lower_name"], bytes.fromhex(x["lower_value_hex"])) == x["value"].encode()
+    assert spec.decrypt_xattr(x["lower_name"], bytes.fromhex(x["lower_value_hex"]), spec.unlock(V["config"], V["passphrase"])) == (
+        x["name"],
+        x["value"].encode(),
+    )
+
+
+def test_standalone_vector_and_round_trip() -> None:
+    data = bytes.fromhex(V["standalone"]["encrypted_hex"])
+    plain = V["standalone"]["plaintext"].encode()
+    assert spec.decrypt_standalone(data, V["passphrase"]) == plain
+    out = io.BytesIO()
+    standalone.decrypt_stream(io.BytesIO(data), out, lambda env: standalone.kek_from_passphrase(env, V["passphrase"]))
+    assert out.getvalue() == plain
+    for size in (0, 1, 4096, 1 << 20, (1 << 20) + 4097, 3 << 20):
+        plain = os.urandom(size)
+        enc = io.BytesIO()
+        standalone.encrypt_with_passphrase(io.BytesIO(plain), enc, "pw")
+        assert spec.decrypt_standalone(enc.getvalue(), "pw") == plain
+        back = io.BytesIO()
+        standalone.decrypt_stream(io.BytesIO(enc.getvalue()), back, lambda env: standalone.kek_from_passphrase(env, "pw"))
+        assert back.getvalue() == plain
+
+
+def test_config_tampering_is_refused() -> None:
+    bad = json.loads(json.dumps(V["config"]))
+    bad["long_name_max"] = 100
+    with pytest.raises(config.ConfigError, match="parameters were changed"):
+        config.VolumeConfig.from_json(bad).unlock_passphrase(V["passphrase"])
+    bad = json.loads(json.dumps(V["config"]))
+    bad["wrapped"]["names"] = bad["wrapped"]["xattr-names"]  # a wrapped key moved to another purpose
+    with pytest.raises(config.ConfigError, match="do not open"):
+        config.VolumeConfig.from_json(bad).unlock_passphrase(V["passphrase"])
+    bad = json.loads(json.dumps(V["config"]))
+    bad["version"] = 2
+    with pytest.raises(config.ConfigError, match="version 2"):
+        config.VolumeConfig.from_json(bad)
+    with pytest.raises(config.ConfigError, match="corrupt"):
+        config.VolumeConfig.from_json({"format": "strongroom-volume", "version": 1})
