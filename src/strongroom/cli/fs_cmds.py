@@ -219,3 +219,109 @@ def fs_decrypt(
             dst.abort()
             raise
         dst.commit()
+
+
+@fs.command("mount")
+@click.argument("volume", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("mountpoint", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--foreground", is_flag=True, help="Serve in the foreground (logs on stderr) until unmounted or SIGTERM/SIGINT.")
+@click.option("--allow-other", is_flag=True, help="Let other users reach the mount (subject to file modes).")
+@click.option("--read-only", is_flag=True, help="Mount read-only.")
+@passphrase_option
+@profile_option
+@_fs_errors
+def fs_mount(
+    volume: Path,
+    mountpoint: Path,
+    foreground: bool,
+    allow_other: bool,
+    read_only: bool,
+    passphrase_file: Path | None,
+    profile: Path | None,
+    servers: tuple[str, ...],
+) -> None:
+    """Mount a volume: programs read and write plaintext under MOUNTPOINT, only ciphertext reaches
+    VOLUME.  The key comes from the key server (volumes made with --key-server) or a passphrase.
+    Returns once the mount is up, unless --foreground.
+
+    \b
+    Example:
+      strongroom fs mount /srv/vault /var/lib/postgresql
+      strongroom fs mount /srv/vault /mnt/vault --foreground --passphrase-file pw
+    """
+    from strongroom.fs import mount
+    from strongroom.fs.config import VolumeConfig
+
+    cfg = VolumeConfig.load(volume)
+    if (where := mount.volume_mounted(volume)) is not None:
+        raise CliError(f"{volume} is already mounted at {where}")
+    if not mountpoint.is_dir():
+        raise CliError(f"{mountpoint} is not a directory")
+    keys = _volume_keys(volume, passphrase_file, profile)  # fails here, in the caller's terminal, if refused
+    if foreground:
+        import logging
+
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        try:
+            mount.run(volume, mountpoint, keys, cfg.long_name_max, allow_other, read_only)
+        except mount.MountError as e:
+            raise CliError(str(e)) from None
+        return
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as r:
+            status = r.read()
+        if status == b"mounted":
+            return
+        os.waitpid(pid, 0)
+        raise CliError(status.decode(errors="replace") or "the mount daemon exited before mounting")
+    os.close(read_end)
+    os.setsid()
+    code = 0
+    try:
+        _detach_stdio()
+
+        def mounted() -> None:
+            os.write(write_end, b"mounted")
+            os.close(write_end)
+
+        mount.run(volume, mountpoint, keys, cfg.long_name_max, allow_other, read_only, on_mounted=mounted)
+    except BaseException as e:  # noqa: BLE001 - reported through the pipe, the daemon then leaves
+        try:
+            os.write(write_end, str(e).encode() or type(e).__name__.encode())
+        except OSError:
+            pass
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _detach_stdio() -> None:
+    import logging
+    import logging.handlers
+
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    handler: logging.Handler = logging.handlers.SysLogHandler("/dev/log") if Path("/dev/log").exists() else logging.NullHandler()
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+
+
+@fs.command("umount")
+@click.argument("mountpoint", type=click.Path(file_okay=False, path_type=Path))
+@_fs_errors
+def fs_umount(mountpoint: Path) -> None:
+    """Unmount a volume (the daemon then exits).
+
+    \b
+    Example:
+      strongroom fs umount /mnt/vault
+    """
+    from strongroom.fs import mount
+
+    try:
+        mount.umount(mountpoint)
+    except mount.MountError as e:
+        raise CliError(str(e)) from None

@@ -100,7 +100,7 @@ class FileCipher:
         self.file_id = header.file_id
         self._gcm = AESGCM(header.file_key)
 
-    def seal(self, first: int, plaintext: bytes | memoryview) -> bytes:
+    def seal(self, first: int, plaintext: bytes | bytearray | memoryview) -> bytes:
         """Blocks first, first+1, ... of plaintext (every block full but the last)."""
         view = memoryview(plaintext)
         n = -(-len(view) // BLOCK)

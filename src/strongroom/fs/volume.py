@@ -11,7 +11,7 @@ from typing import Any
 from strongroom.fs import config, keys, names
 
 
-def _fsync_dir(path: Path) -> None:
+def _fsync_dir(path: str | os.PathLike[str]) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -19,10 +19,10 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_diriv(directory: Path) -> bytes:
+def write_diriv(directory: str | os.PathLike[str]) -> bytes:
     """A directory's tweak, durable before anything is created in the directory."""
     iv = names.new_diriv()
-    path = directory / names.DIRIV
+    path = os.path.join(directory, names.DIRIV)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
     try:
         os.write(fd, iv)

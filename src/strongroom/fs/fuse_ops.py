@@ -1,0 +1,608 @@
+"""The FUSE front end: plaintext operations on the mount, translated onto the lower volume
+through the layers below (names, content, xattrs).  Path-based (mfusepy on libfuse3).
+
+Concurrency: libfuse calls in from several threads.  Every operation on a file's content holds
+that file's lock (keyed by the lower inode, so hard links share it), which makes each
+read-modify-write of a partial block atomic: a reader never sees half a write.
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import logging
+import os
+import stat
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from strongroom.fs import content, names
+from strongroom.fs.config import CONFIG
+from strongroom.fs.keys import VolumeKeys
+from strongroom.fs.volume import write_diriv
+from strongroom.fs.xattrs import XattrCipher
+
+log = logging.getLogger("strongroom.fs")
+
+CACHE_ENTRIES = 4096  # bound on cached paths, directory tweaks and file headers
+ZERO_PIECE = 1 << 20
+
+
+def _err(code: int) -> OSError:
+    return OSError(code, os.strerror(code))
+
+
+class _Lru(OrderedDict[Any, Any]):
+    def __init__(self, limit: int = CACHE_ENTRIES) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def put(self, key: Any, value: Any) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > self.limit:
+            self.popitem(last=False)
+
+
+@dataclass
+class _File:
+    """What the daemon keeps per open lower inode: its lock and, once read, its header."""
+
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    cipher: content.FileCipher | None = None
+    opens: int = 0
+
+
+@dataclass
+class _Handle:
+    fd: int
+    key: tuple[int, int]
+    path: str
+
+
+class VolumeOps:
+    """The mfusepy Operations of one mounted volume."""
+
+    use_ns = True
+
+    def __init__(
+        self, lower_root: str, keys: VolumeKeys, long_name_max: int = names.LONG_NAME_MAX, read_only: bool = False
+    ) -> None:
+        self.root = os.path.abspath(lower_root)
+        self.keys = keys
+        self.read_only = read_only
+        self.names = names.NameCipher(keys.names, long_name_max)
+        self.xattrs = XattrCipher(keys.xattr_names, keys.xattr_values)
+        self._lock = threading.Lock()  # guards the tables below
+        self._dirivs = _Lru()
+        self._paths = _Lru()
+        self._files: dict[tuple[int, int], _File] = {}
+        self._handles: dict[int, _Handle] = {}
+        self._next_fh = 1
+        self._logged: set[tuple[str, int | None]] = set()
+
+    # -- names ---------------------------------------------------------------------------
+    def _diriv(self, lower_dir: str) -> bytes:
+        iv = self._dirivs.get(lower_dir)
+        if iv is None:
+            try:
+                with open(os.path.join(lower_dir, names.DIRIV), "rb") as f:
+                    iv = f.read()
+            except FileNotFoundError:
+                raise _err(errno.EIO) from None
+            if len(iv) != names.DIRIV_BYTES:
+                self._damage(lower_dir, None, "directory tweak is damaged")
+                raise _err(errno.EIO)
+            with self._lock:
+                self._dirivs.put(lower_dir, iv)
+        return bytes(iv)
+
+    def _entry(self, path: str) -> tuple[str, str, str | None]:
+        """(lower parent dir, lower entry name, full encrypted name if long) of a plaintext path."""
+        parent, _, leaf = path.rstrip("/").rpartition("/")
+        lower_parent = self._lower(parent or "/")
+        try:
+            name, full = self.names.lower_name(os.fsencode(leaf), self._diriv(lower_parent))
+        except names.BadName:
+            raise _err(errno.ENAMETOOLONG if len(os.fsencode(leaf)) > 255 else errno.EINVAL) from None
+        return lower_parent, name, full
+
+    def _lower(self, path: str) -> str:
+        if path in ("/", ""):
+            return self.root
+        cached = self._paths.get(path)
+        if cached is not None:
+            return str(cached)
+        lower_parent, name, _ = self._entry(path)
+        lower = os.path.join(lower_parent, name)
+        with self._lock:
+            self._paths.put(path, lower)
+        return lower
+
+    def _forget_paths(self) -> None:
+        with self._lock:
+            self._paths.clear()
+            self._dirivs.clear()
+
+    def _write_sidecar(self, lower_parent: str, name: str, full: str) -> None:
+        path = os.path.join(lower_parent, name + names.LONG_SUFFIX)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o400)
+        try:
+            os.write(fd, full.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _remove_sidecar(self, lower_parent: str, name: str) -> None:
+        if names.is_long(name):
+            try:
+                os.unlink(os.path.join(lower_parent, name + names.LONG_SUFFIX))
+            except FileNotFoundError:
+                pass
+
+    def _damage(self, what: str, block: int | None, reason: str) -> None:
+        key = (what, block)
+        if key not in self._logged:
+            self._logged.add(key)
+            where = f" block {block}" if block is not None else ""
+            log.error("damaged: %s%s: %s", what, where, reason)
+
+    # -- attributes ----------------------------------------------------------------------
+    def _attrs(self, st: os.stat_result, lower: str) -> dict[str, Any]:
+        size = st.st_size
+        if stat.S_ISREG(st.st_mode):
+            try:
+                size = content.plain_size(size)
+            except content.DamagedFile as e:
+                self._damage(lower, e.block, str(e))
+                size = 0
+        elif stat.S_ISLNK(st.st_mode):
+            try:
+                size = len(self._read_link(lower))
+            except OSError:
+                size = 0
+        return {
+            "st_mode": st.st_mode,
+            "st_ino": st.st_ino,
+            "st_nlink": st.st_nlink,
+            "st_uid": st.st_uid,
+            "st_gid": st.st_gid,
+            "st_size": size,
+            "st_atime": st.st_atime_ns,
+            "st_mtime": st.st_mtime_ns,
+            "st_ctime": st.st_ctime_ns,
+            "st_blocks": st.st_blocks,
+            "st_blksize": st.st_blksize,
+            "st_rdev": st.st_rdev,
+        }
+
+    def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:
+        if fh is not None and fh in self._handles:
+            h = self._handles[fh]
+            return self._attrs(os.fstat(h.fd), h.path)
+        lower = self._lower(path)
+        return self._attrs(os.lstat(lower), lower)
+
+    def access(self, path: str, amode: int) -> int:
+        if amode & os.W_OK and self.read_only:
+            raise _err(errno.EROFS)
+        if not os.access(self._lower(path), amode, follow_symlinks=False):
+            raise _err(errno.EACCES)
+        return 0
+
+    def chmod(self, path: str, mode: int) -> int:
+        self._writable()
+        os.chmod(self._lower(path), mode)
+        return 0
+
+    def chown(self, path: str, uid: int, gid: int) -> int:
+        self._writable()
+        os.chown(self._lower(path), uid, gid, follow_symlinks=False)
+        return 0
+
+    def utimens(self, path: str, times: tuple[int, int] | None = None) -> int:
+        self._writable()
+        lower = self._lower(path)
+        if times is None:
+            os.utime(lower, follow_symlinks=False)
+        else:
+            os.utime(lower, ns=times, follow_symlinks=False)
+        return 0
+
+    def statfs(self, path: str) -> dict[str, Any]:
+        sv = os.statvfs(self.root)
+        keys = ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail", "f_files", "f_ffree", "f_favail", "f_flag", "f_namemax")
+        out = {k: getattr(sv, k) for k in keys}
+        out["f_namemax"] = 255
+        return out
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise _err(errno.EROFS)
+
+    # -- directories ---------------------------------------------------------------------
+    def readdir(self, path: str, fh: int) -> list[tuple[str, dict[str, int], int]]:
+        """Names with inode and type (from the lower dirents, no stat): with use_ino, an entry
+        without an inode number would be hidden by readdir(3)."""
+        lower_dir = self._lower(path)
+        iv = self._diriv(lower_dir)
+        here = os.lstat(lower_dir)
+        parent = os.lstat(os.path.dirname(lower_dir)) if lower_dir != self.root else here
+        out = [
+            (".", {"st_ino": here.st_ino, "st_mode": here.st_mode}, 0),
+            ("..", {"st_ino": parent.st_ino, "st_mode": parent.st_mode}, 0),
+        ]
+        with os.scandir(lower_dir) as it:
+            for entry in it:
+                n = entry.name
+                if names.is_reserved(n) or (lower_dir == self.root and n.startswith(CONFIG)):
+                    continue
+                try:
+                    if names.is_long(n):
+                        with open(os.path.join(lower_dir, n + names.LONG_SUFFIX)) as f:
+                            full = f.read()
+                        if names.long_name(full) != n:
+                            raise names.BadName("long-name sidecar does not match")
+                        plain = self.names.decrypt(full, iv)
+                    else:
+                        plain = self.names.decrypt(n, iv)
+                except (names.BadName, OSError) as e:
+                    self._damage(os.path.join(lower_dir, n), None, f"name does not decrypt ({e})")
+                    continue
+                kind = (
+                    stat.S_IFDIR if entry.is_dir(follow_symlinks=False) else stat.S_IFLNK if entry.is_symlink() else stat.S_IFREG
+                )
+                out.append((os.fsdecode(plain), {"st_ino": entry.inode(), "st_mode": kind}, 0))
+        return out
+
+    def opendir(self, path: str) -> int:
+        if not os.path.isdir(self._lower(path)):
+            raise _err(errno.ENOTDIR)
+        return 0
+
+    def mkdir(self, path: str, mode: int) -> int:
+        self._writable()
+        lower_parent, name, full = self._entry(path)
+        if full is not None:
+            self._write_sidecar(lower_parent, name, full)
+        lower = os.path.join(lower_parent, name)
+        os.mkdir(lower, mode | 0o300)  # the daemon must be able to write the tweak
+        write_diriv(lower)  # durable before anything is created inside
+        if mode & 0o300 != 0o300:
+            os.chmod(lower, mode)
+        return 0
+
+    def rmdir(self, path: str) -> int:
+        self._writable()
+        lower_parent, name, _ = self._entry(path)
+        lower = os.path.join(lower_parent, name)
+        left = [n for n in os.listdir(lower) if n != names.DIRIV]
+        if left:
+            raise _err(errno.ENOTEMPTY)
+        os.unlink(os.path.join(lower, names.DIRIV))
+        try:
+            os.rmdir(lower)
+        except OSError:
+            write_diriv(lower)  # put the tweak back: the directory stays usable
+            raise
+        self._remove_sidecar(lower_parent, name)
+        self._forget_paths()
+        return 0
+
+    def fsyncdir(self, path: str, datasync: int, fh: int) -> int:
+        fd = os.open(self._lower(path), os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return 0
+
+    # -- namespace -----------------------------------------------------------------------
+    def unlink(self, path: str) -> int:
+        self._writable()
+        lower_parent, name, _ = self._entry(path)
+        os.unlink(os.path.join(lower_parent, name))
+        self._remove_sidecar(lower_parent, name)
+        with self._lock:
+            self._paths.pop(path, None)
+        return 0
+
+    def rename(self, old: str, new: str) -> int:
+        self._writable()
+        old_parent, old_name, _ = self._entry(old)
+        new_parent, new_name, new_full = self._entry(new)
+        if new_full is not None:
+            self._write_sidecar(new_parent, new_name, new_full)
+        os.rename(os.path.join(old_parent, old_name), os.path.join(new_parent, new_name))
+        if (old_parent, old_name) != (new_parent, new_name):
+            self._remove_sidecar(old_parent, old_name)
+        self._forget_paths()
+        return 0
+
+    def link(self, target: str, source: str) -> int:
+        """ln SOURCE TARGET."""
+        self._writable()
+        new_parent, new_name, full = self._entry(target)
+        if full is not None:
+            self._write_sidecar(new_parent, new_name, full)
+        os.link(self._lower(source), os.path.join(new_parent, new_name))
+        return 0
+
+    def symlink(self, target: str, source: str) -> int:
+        """ln -s SOURCE TARGET: the link TARGET holds SOURCE, encrypted as a file (FORMAT.md §5)."""
+        self._writable()
+        new_parent, new_name, full = self._entry(target)
+        header = content.FileHeader.fresh()
+        plain = os.fsencode(source)
+        sealed = header.encode(self.keys.kek, self.keys.volume_id) + content.FileCipher(header).seal(0, plain)
+        encoded = base64.urlsafe_b64encode(sealed).rstrip(b"=")
+        if len(encoded) > 4095:
+            raise _err(errno.ENAMETOOLONG)
+        if full is not None:
+            self._write_sidecar(new_parent, new_name, full)
+        os.symlink(encoded, os.path.join(new_parent, new_name))
+        return 0
+
+    def _read_link(self, lower: str) -> bytes:
+        raw = os.readlink(lower)
+        try:
+            sealed = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
+            header = content.FileHeader.decode(sealed[: content.HEADER], self.keys.kek, self.keys.volume_id)
+            return content.FileCipher(header).open(0, sealed[content.HEADER :])
+        except (ValueError, content.DamagedFile) as e:
+            self._damage(lower, None, f"symlink target does not decrypt ({e})")
+            raise _err(errno.EIO) from None
+
+    def readlink(self, path: str) -> str:
+        return os.fsdecode(self._read_link(self._lower(path)))
+
+    def mknod(self, path: str, mode: int, dev: int) -> int:
+        self._writable()
+        if not stat.S_ISREG(mode) and not stat.S_ISFIFO(mode):
+            raise _err(errno.EPERM)
+        lower_parent, name, full = self._entry(path)
+        if full is not None:
+            self._write_sidecar(lower_parent, name, full)
+        os.mknod(os.path.join(lower_parent, name), mode, dev)
+        return 0
+
+    # -- files ---------------------------------------------------------------------------
+    def _open_lower(self, lower: str, flags: int, mode: int = 0o600) -> int:
+        access = flags & os.O_ACCMODE
+        if access != os.O_RDONLY:
+            self._writable()
+        extra = flags & (os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW)
+        try:
+            # read-modify-write of partial blocks needs read access even for write-only opens
+            return os.open(lower, (os.O_RDONLY if self.read_only else os.O_RDWR) | extra | os.O_CLOEXEC, mode)
+        except PermissionError:
+            if access != os.O_RDONLY:
+                raise
+            return os.open(lower, os.O_RDONLY | os.O_CLOEXEC)
+
+    def _new_handle(self, fd: int, path: str, lower: str) -> int:
+        st = os.fstat(fd)
+        key = (st.st_dev, st.st_ino)
+        with self._lock:
+            f = self._files.setdefault(key, _File())
+            f.opens += 1
+            fh = self._next_fh
+            self._next_fh += 1
+            self._handles[fh] = _Handle(fd, key, lower)
+        return fh
+
+    def open(self, path: str, flags: int) -> int:
+        lower = self._lower(path)
+        fd = self._open_lower(lower, flags)
+        fh = self._new_handle(fd, path, lower)
+        if flags & os.O_TRUNC and flags & os.O_ACCMODE != os.O_RDONLY:
+            self.truncate(path, 0, fh)
+        return fh
+
+    def create(self, path: str, mode: int, flags: int = os.O_WRONLY) -> int:
+        self._writable()
+        lower_parent, name, full = self._entry(path)
+        if full is not None:
+            self._write_sidecar(lower_parent, name, full)
+        lower = os.path.join(lower_parent, name)
+        fd = self._open_lower(lower, (flags | os.O_CREAT) & ~os.O_TRUNC, mode)
+        if os.fstat(fd).st_size:
+            os.ftruncate(fd, 0)  # create on an existing file truncates it (O_TRUNC semantics)
+        return self._new_handle(fd, path, lower)
+
+    def release(self, path: str, fh: int) -> int:
+        with self._lock:
+            h = self._handles.pop(fh, None)
+            if h is None:
+                return 0
+            f = self._files.get(h.key)
+            if f is not None:
+                f.opens -= 1
+                if f.opens <= 0:
+                    del self._files[h.key]
+        os.close(h.fd)
+        return 0
+
+    def flush(self, path: str, fh: int) -> int:
+        return 0
+
+    def fsync(self, path: str, datasync: int, fh: int) -> int:
+        h = self._handle(fh)
+        (os.fdatasync if datasync else os.fsync)(h.fd)
+        return 0
+
+    def _handle(self, fh: int) -> _Handle:
+        h = self._handles.get(fh)
+        if h is None:
+            raise _err(errno.EBADF)
+        return h
+
+    def _file(self, h: _Handle) -> _File:
+        f = self._files.get(h.key)
+        if f is None:
+            raise _err(errno.EBADF)
+        return f
+
+    def _cipher(self, h: _Handle, f: _File, create: bool) -> content.FileCipher | None:
+        """The file's cipher, reading its header (or writing a new one, if ``create``)."""
+        if f.cipher is not None:
+            return f.cipher
+        size = os.fstat(h.fd).st_size
+        if size == 0:
+            if not create:
+                return None
+            header = content.FileHeader.fresh()
+            os.pwrite(h.fd, header.encode(self.keys.kek, self.keys.volume_id), 0)
+        else:
+            raw = os.pread(h.fd, content.HEADER, 0)
+            try:
+                header = content.FileHeader.decode(raw, self.keys.kek, self.keys.volume_id)
+            except content.DamagedFile as e:
+                self._damage(h.path, None, str(e))
+                raise _err(errno.EIO) from None
+        f.cipher = content.FileCipher(header)
+        return f.cipher
+
+    def _plain_size(self, h: _Handle) -> int:
+        try:
+            return content.plain_size(os.fstat(h.fd).st_size)
+        except content.DamagedFile as e:
+            self._damage(h.path, e.block, str(e))
+            raise _err(errno.EIO) from None
+
+    def _read_blocks(self, h: _Handle, cipher: content.FileCipher, first: int, last: int) -> bytes:
+        """Plaintext of blocks first..last (inclusive) that exist."""
+        start = content.block_offset(first)
+        raw = os.pread(h.fd, (last - first + 1) * content.CBLOCK, start)
+        try:
+            return cipher.open(first, raw)
+        except content.DamagedFile as e:
+            self._damage(h.path, e.block, str(e))
+            raise _err(errno.EIO) from None
+
+    def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+        h = self._handle(fh)
+        f = self._file(h)
+        with f.lock:
+            plain = self._plain_size(h)
+            if offset >= plain or size <= 0:
+                return b""
+            end = min(plain, offset + size)
+            cipher = self._cipher(h, f, create=False)
+            if cipher is None:
+                return b""
+            first, last = offset // content.BLOCK, (end - 1) // content.BLOCK
+            data = self._read_blocks(h, cipher, first, last)
+        skip = offset - first * content.BLOCK
+        return data[skip : skip + end - offset]
+
+    def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
+        self._writable()
+        h = self._handle(fh)
+        f = self._file(h)
+        with f.lock:
+            size = self._plain_size(h)
+            if offset > size:
+                self._extend(h, f, size, offset)
+            self._write_at(h, f, data, offset, max(size, offset))
+        return len(data)
+
+    def _extend(self, h: _Handle, f: _File, size: int, target: int) -> None:
+        """Grow the file to ``target`` with encrypted zeros (there are no holes: FORMAT.md §5)."""
+        while size < target:
+            n = min(ZERO_PIECE, target - size)
+            self._write_at(h, f, bytes(n), size, size)
+            size += n
+
+    def _write_at(self, h: _Handle, f: _File, data: bytes, offset: int, size: int) -> None:
+        if not data:
+            return
+        cipher = self._cipher(h, f, create=True)
+        assert cipher is not None
+        bs = content.BLOCK
+        end = offset + len(data)
+        first, last = offset // bs, (end - 1) // bs
+        region_start = first * bs
+        region_end = max(end, min(size, (last + 1) * bs))
+        buf = bytearray(region_end - region_start)
+        head = offset > region_start and region_start < size  # the first block's head survives
+        if head:
+            old = self._read_blocks(h, cipher, first, first)
+            buf[: len(old)] = old
+        if end < region_end and not (last == first and head):  # the last block's tail survives
+            old = self._read_blocks(h, cipher, last, last)
+            at = (last - first) * bs
+            buf[at : at + len(old)] = old
+        buf[offset - region_start : end - region_start] = data
+        os.pwrite(h.fd, cipher.seal(first, buf), content.block_offset(first))
+
+    def truncate(self, path: str, length: int, fh: int | None = None) -> int:
+        self._writable()
+        if fh is None:
+            fh = self.open(path, os.O_WRONLY)
+            try:
+                return self.truncate(path, length, fh)
+            finally:
+                self.release(path, fh)
+        h = self._handle(fh)
+        f = self._file(h)
+        with f.lock:
+            size = self._plain_size(h)
+            if length == 0:
+                os.ftruncate(h.fd, 0)
+                f.cipher = None  # the next write makes a new header and file key
+            elif length > size:
+                self._extend(h, f, size, length)
+            elif length < size:
+                cipher = self._cipher(h, f, create=False)
+                assert cipher is not None
+                last = (length - 1) // content.BLOCK
+                keep = length - last * content.BLOCK
+                if keep < content.BLOCK:  # re-seal the new, shorter last block
+                    block = self._read_blocks(h, cipher, last, last)[:keep]
+                    os.pwrite(h.fd, cipher.seal(last, block), content.block_offset(last))
+                os.ftruncate(h.fd, content.lower_size(length))
+        return 0
+
+    # -- extended attributes -------------------------------------------------------------
+    def setxattr(self, path: str, name: str, value: bytes, options: int, position: int = 0) -> int:
+        self._writable()
+        try:
+            lower_name = self.xattrs.lower_name(name)
+        except names.BadName:
+            raise _err(errno.ENOTSUP) from None
+        os.setxattr(self._lower(path), lower_name, self.xattrs.seal_value(lower_name, value), options, follow_symlinks=False)
+        return 0
+
+    def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
+        try:
+            lower_name = self.xattrs.lower_name(name)
+        except names.BadName:
+            raise _err(errno.ENODATA) from None
+        sealed = os.getxattr(self._lower(path), lower_name, follow_symlinks=False)
+        try:
+            return self.xattrs.open_value(lower_name, sealed)
+        except Exception:  # noqa: BLE001 - any failure to open is damage
+            self._damage(path, None, f"attribute {lower_name} does not open")
+            raise _err(errno.EIO) from None
+
+    def listxattr(self, path: str) -> list[str]:
+        out = []
+        for lower_name in os.listxattr(self._lower(path), follow_symlinks=False):
+            if lower_name.startswith("user.sr."):
+                try:
+                    out.append(self.xattrs.plain_name(lower_name))
+                except names.BadName:
+                    continue
+        return out
+
+    def removexattr(self, path: str, name: str) -> int:
+        self._writable()
+        try:
+            lower_name = self.xattrs.lower_name(name)
+        except names.BadName:
+            raise _err(errno.ENODATA) from None
+        os.removexattr(self._lower(path), lower_name, follow_symlinks=False)
+        return 0
