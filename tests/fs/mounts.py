@@ -1,0 +1,74 @@
+"""Real mounts for the tests: a volume in a temp dir, served by `strongroom fs mount --foreground`
+in its own process, unmounted (or cleaned up after a kill) at the end."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from strongroom.fs import mount
+from strongroom.fs.volume import init_volume
+
+PASSPHRASE = "volume passphrase"
+
+
+class Mount:
+    def __init__(self, root: Path, name: str = "vol") -> None:
+        self.lower = root / name
+        self.mnt = root / (name + ".mnt")
+        self.mnt.mkdir(exist_ok=True)
+        self.pwfile = root / (name + ".pw")
+        self.pwfile.write_text(PASSPHRASE)
+        self.log = root / (name + ".log")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def init(self) -> Mount:
+        init_volume(self.lower, PASSPHRASE)
+        return self
+
+    def start(self, *extra: str) -> Mount:
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "strongroom.cli.main", "fs", "mount", str(self.lower), str(self.mnt), "--foreground"]
+                + ["--passphrase-file", str(self.pwfile), *extra],
+                stdout=log,
+                stderr=log,
+            )
+        deadline = time.monotonic() + 20
+        while mount.mounted_at(self.mnt) is None:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"mount exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("mount did not come up")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if mount.mounted_at(self.mnt) is not None:
+            subprocess.run(["fusermount3", "-u", str(self.mnt)], capture_output=True)
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def kill(self) -> None:
+        """SIGKILL the daemon, then clear the dead mount (as an operator would)."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        subprocess.run(["fusermount3", "-u", "-z", str(self.mnt)], capture_output=True)
+        self.proc = None
+
+    def restart(self) -> Mount:
+        self.stop()
+        return self.start()
+
+    def lower_files(self) -> list[Path]:
+        return [p for p in self.lower.rglob("*") if p.is_file() and not p.name.startswith("strongroom.")]

@@ -1,0 +1,174 @@
+"""Everything an application expects of a local filesystem, through a real mount, with plain
+os/pathlib calls."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.fs.mounts import Mount
+
+
+def test_write_read_at_any_offset(vol: Mount) -> None:
+    p = vol.mnt / "f"
+    data = bytearray(os.urandom(3 * 4096 + 123))
+    p.write_bytes(data)
+    assert p.read_bytes() == data and p.stat().st_size == len(data)
+    fd = os.open(p, os.O_RDWR)
+    try:
+        for off, n in [(0, 1), (4095, 2), (4096, 4096), (5000, 10_000), (len(data) - 1, 5), (2, 3 * 4096)]:
+            chunk = os.urandom(n)
+            os.pwrite(fd, chunk, off)
+            if off + n > len(data):
+                data.extend(bytes(off + n - len(data)))
+            data[off : off + n] = chunk
+            assert os.pread(fd, len(data) + 10, 0) == data
+            assert os.pread(fd, 100, 4090) == data[4090:4190]
+    finally:
+        os.close(fd)
+    vol.restart()
+    assert p.read_bytes() == data
+
+
+def test_append_truncate_and_sparse(vol: Mount) -> None:
+    p = vol.mnt / "g"
+    with open(p, "ab") as f:
+        f.write(b"a" * 5000)
+    with open(p, "ab") as f:
+        f.write(b"b" * 100)
+    assert p.read_bytes() == b"a" * 5000 + b"b" * 100
+    os.truncate(p, 4100)
+    assert p.read_bytes() == b"a" * 4100
+    os.truncate(p, 10_000)  # up: zeros
+    assert p.read_bytes() == b"a" * 4100 + bytes(5900)
+    os.truncate(p, 0)
+    assert p.read_bytes() == b"" and p.stat().st_size == 0
+    with open(p, "r+b") as f:  # a write far past the end leaves zeros behind it
+        f.seek(1 << 20)
+        f.write(b"end")
+    assert p.stat().st_size == (1 << 20) + 3
+    data = p.read_bytes()
+    assert data[: 1 << 20] == bytes(1 << 20) and data[-3:] == b"end"
+    with open(p, "wb") as f:  # O_TRUNC
+        f.write(b"new")
+    assert p.read_bytes() == b"new"
+
+
+def test_namespace_operations(vol: Mount) -> None:
+    m = vol.mnt
+    (m / "d1" / "d2").mkdir(parents=True)
+    (m / "d1" / "x").write_text("x")
+    (m / "y").write_text("y")
+    os.rename(m / "y", m / "d1" / "x")  # over an existing file, across directories
+    assert (m / "d1" / "x").read_text() == "y" and not (m / "y").exists()
+    os.link(m / "d1" / "x", m / "hard")
+    assert (m / "hard").stat().st_nlink == 2 and (m / "hard").stat().st_ino == (m / "d1" / "x").stat().st_ino
+    (m / "hard").write_text("via link")
+    assert (m / "d1" / "x").read_text() == "via link"
+    os.symlink("d1/x", m / "sym")
+    assert os.readlink(m / "sym") == "d1/x" and (m / "sym").read_text() == "via link"
+    assert (m / "sym").lstat().st_size == len("d1/x")
+    os.rename(m / "d1", m / "d3")
+    assert (m / "d3" / "d2").is_dir() and (m / "d3" / "x").read_text() == "via link"
+    with pytest.raises(OSError) as e:
+        os.rmdir(m / "d3")
+    assert e.value.errno == errno.ENOTEMPTY
+    os.rmdir(m / "d3" / "d2")
+    os.unlink(m / "d3" / "x")
+    os.rmdir(m / "d3")
+    assert sorted(os.listdir(m)) == ["hard", "sym"]
+
+
+def test_many_entries_and_long_names(vol: Mount) -> None:
+    d = vol.mnt / "many"
+    d.mkdir()
+    for i in range(2000):
+        (d / f"file-{i:05d}").write_bytes(b"")
+    long = "L" * 200
+    (d / long).write_text("long")
+    names = os.listdir(d)
+    assert len(names) == 2001 and long in names
+    assert (d / long).read_text() == "long"
+    os.rename(d / long, d / (long + "2"))
+    assert (d / (long + "2")).read_text() == "long" and not (d / long).exists()
+    lower_names = [p.name for p in vol.lower.rglob("*")]
+    assert any(n.startswith("strongroom.longname.") for n in lower_names)
+    with pytest.raises(OSError) as e:
+        (d / ("x" * 256)).write_text("too long")
+    assert e.value.errno == errno.ENAMETOOLONG
+
+
+def test_metadata_xattrs_statfs(vol: Mount) -> None:
+    p = vol.mnt / "m"
+    p.write_text("meta")
+    os.chmod(p, 0o640)
+    assert stat.S_IMODE(p.stat().st_mode) == 0o640
+    os.chown(p, 1234, 5678)
+    assert (p.stat().st_uid, p.stat().st_gid) == (1234, 5678)
+    os.utime(p, ns=(1_000_000_000_123, 2_000_000_000_456))
+    assert p.stat().st_mtime_ns == 2_000_000_000_456
+    os.setxattr(p, "user.comment", b"secret attribute value")
+    assert os.getxattr(p, "user.comment") == b"secret attribute value"
+    assert os.listxattr(p) == ["user.comment"]
+    lower = vol.lower_files()[0]
+    assert all(n.startswith("user.sr.") for n in os.listxattr(lower))
+    assert b"secret attribute" not in os.getxattr(lower, os.listxattr(lower)[0])
+    os.removexattr(p, "user.comment")
+    assert os.listxattr(p) == []
+    st = os.statvfs(vol.mnt)
+    assert st.f_blocks > 0 and st.f_namemax == 255
+    with open(p, "r+b") as f:
+        f.write(b"sync")
+        os.fsync(f.fileno())
+        os.fdatasync(f.fileno())
+
+
+def test_only_ciphertext_reaches_the_disk(vol: Mount) -> None:
+    marker = b"PLAINTEXT-MARKER-" * 1000
+    (vol.mnt / "secret-name.txt").write_bytes(marker)
+    (vol.mnt / "secret-dir").mkdir()
+    os.symlink("secret-target", vol.mnt / "secret-link")
+    for p in vol.lower.rglob("*"):
+        assert b"secret" not in p.name.encode()
+        if p.is_symlink():
+            assert "secret" not in os.readlink(p)
+        elif p.is_file():
+            assert b"PLAINTEXT-MARKER" not in p.read_bytes()
+
+
+def test_concurrent_writers_never_show_half_a_block(vol: Mount) -> None:
+    """Two processes rewrite the same block with all-A and all-B; a reader that asks the daemon
+    (O_DIRECT: past the page cache, which tears concurrent buffered I/O on any Linux filesystem)
+    sees one or the other, thanks to the per-file lock around each read-modify-write."""
+    import mmap
+    import multiprocessing
+
+    p = vol.mnt / "shared"
+    p.write_bytes(b"A" * 4096)
+
+    def writer(byte: bytes, n: int) -> None:
+        fd = os.open(p, os.O_WRONLY)
+        for _ in range(n):
+            os.pwrite(fd, byte * 4096, 0)
+        os.close(fd)
+
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=writer, args=(b, 300)) for b in (b"A", b"B")]
+    for pr in procs:
+        pr.start()
+    fd = os.open(p, os.O_RDONLY | os.O_DIRECT)
+    buf = mmap.mmap(-1, 4096)  # page-aligned
+    reads = 0
+    while any(pr.is_alive() for pr in procs):
+        assert os.preadv(fd, [buf], 0) == 4096
+        assert buf[:] in (b"A" * 4096, b"B" * 4096), (buf[:].count(b"A"), buf[:].count(b"B"))
+        reads += 1
+    os.close(fd)
+    assert reads > 10
+    for pr in procs:
+        pr.join()
+        assert pr.exitcode == 0
