@@ -29,7 +29,7 @@ def main() -> None:
     header = content.FileHeader.fresh()
     lower = header.encode(vk.kek, vk.volume_id) + content.FileCipher(header).seal(0, plain)
     nc = names.NameCipher(vk.names)
-    short = "hello, world.txt".encode()
+    short = b"hello, world.txt"
     long_plain = ("a-very-long-name-" * 12).encode()[:200]
     long_lower, sidecar = nc.lower_name(long_plain, diriv)
     xc = xattrs.XattrCipher(vk.xattr_names, vk.xattr_values)

@@ -101,7 +101,11 @@ def decrypt_standalone(data: bytes, passphrase: str) -> bytes:
     env = json.loads(data[8 : 8 + length])
     volume_id = unb64u(env["volume_id"])
     source = env["key_source"]
-    kek = OPEN(source_key_from_passphrase(source, passphrase), b"strongroom/v1/kek\x00" + volume_id + b"passphrase", unb64u(source["sealed_kek"]))
+    kek = OPEN(
+        source_key_from_passphrase(source, passphrase),
+        b"strongroom/v1/kek\x00" + volume_id + b"passphrase",
+        unb64u(source["sealed_kek"]),
+    )
     body = data[8 + length :]
     file_part, end = body[:-36], body[-36:]
     plain = decrypt_file(file_part, kek, volume_id) if len(file_part) > 84 else b""

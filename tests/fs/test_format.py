@@ -68,7 +68,9 @@ def test_xattr_vector(vk: keys.VolumeKeys) -> None:
     xc = xattrs.XattrCipher(vk.xattr_names, vk.xattr_values)
     assert xc.lower_name(x["name"]) == x["lower_name"]
     assert xc.open_value(x["lower_name"], bytes.fromhex(x["lower_value_hex"])) == x["value"].encode()
-    assert spec.decrypt_xattr(x["lower_name"], bytes.fromhex(x["lower_value_hex"]), spec.unlock(V["config"], V["passphrase"])) == (
+    assert spec.decrypt_xattr(
+        x["lower_name"], bytes.fromhex(x["lower_value_hex"]), spec.unlock(V["config"], V["passphrase"])
+    ) == (
         x["name"],
         x["value"].encode(),
     )

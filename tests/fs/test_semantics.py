@@ -6,7 +6,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from pathlib import Path
 
 import pytest
 

@@ -119,7 +119,11 @@ def test_moved_entry_and_edited_tweak(tmp_path: Path) -> None:
     (m.mnt / "d2").mkdir()
     (m.mnt / "d1" / "secret").write_text("x")
     m.stop()
-    d1 = next(p for p in m.lower.iterdir() if p.is_dir() and any(q.is_file() and not q.name.startswith("strongroom.") for q in p.iterdir()))
+    d1 = next(
+        p
+        for p in m.lower.iterdir()
+        if p.is_dir() and any(q.is_file() and not q.name.startswith("strongroom.") for q in p.iterdir())
+    )
     d2 = next(p for p in m.lower.iterdir() if p.is_dir() and p != d1)
     entry = next(q for q in d1.iterdir() if not q.name.startswith("strongroom."))
     os.rename(entry, d2 / entry.name)  # an entry moved to another directory: its name fails there

@@ -141,7 +141,10 @@ def _volume_keys(volume: Path, passphrase_file: Path | None, profile: Path | Non
     def client_factory(_source: dict[str, Any]) -> Any:
         return open_client(profile)
 
-    return unlock(volume, lambda: read_passphrase(passphrase_file, what="Volume passphrase"), client_factory)
+    supplied = passphrase_file is not None or bool(os.environ.get("STRONGROOM_PASSPHRASE"))
+    return unlock(
+        volume, lambda: read_passphrase(passphrase_file, what="Volume passphrase"), client_factory, prefer_passphrase=supplied
+    )
 
 
 @fs.command("encrypt")

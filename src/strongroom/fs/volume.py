@@ -69,14 +69,17 @@ def unlock(
     directory: Path,
     passphrase: Callable[[], str] | None = None,
     client_factory: Callable[[dict[str, Any]], Any] | None = None,
+    prefer_passphrase: bool = False,
 ) -> keys.VolumeKeys:
     """The volume's keys: from the key server when the volume has such a source and a client
-    factory is given, else from a passphrase (asked for only when needed)."""
+    factory is given (unless ``prefer_passphrase``: a recovery passphrase was supplied), else
+    from a passphrase (asked for only when needed)."""
     cfg = config.VolumeConfig.load(directory)
-    if cfg.sources("trustee") and client_factory is not None:
+    factory = client_factory
+    if cfg.sources("trustee") and factory is not None and not (prefer_passphrase and cfg.sources("passphrase")):
 
         def fetch(source: dict[str, Any]) -> bytes:
-            client = client_factory(source)
+            client = factory(source)
             try:
                 owner = None if source["owner"] == client.client_id else source["owner"]  # a shared deposit
                 data: bytes = client.get(source["deposit"], owner=owner)
