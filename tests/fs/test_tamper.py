@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,12 +18,13 @@ BS, CB, HDR = content.BLOCK, content.CBLOCK, content.HEADER
 
 
 @pytest.fixture
-def two_files(tmp_path: Path) -> Mount:
+def two_files(tmp_path: Path) -> Iterator[Mount]:
     m = Mount(tmp_path).init().start()
     (m.mnt / "a").write_bytes(b"A" * (3 * BS))
     (m.mnt / "b").write_bytes(b"B" * (3 * BS))
     m.stop()
-    return m
+    yield m
+    m.stop()
 
 
 def _lower(m: Mount, plain_size: int = 3 * BS) -> list[Path]:
@@ -115,6 +117,7 @@ def test_what_the_format_does_not_detect(two_files: Mount) -> None:
 
 def test_moved_entry_and_edited_tweak(tmp_path: Path) -> None:
     m = Mount(tmp_path).init().start()
+    request_stop = m.stop
     (m.mnt / "d1").mkdir()
     (m.mnt / "d2").mkdir()
     (m.mnt / "d1" / "secret").write_text("x")
@@ -128,6 +131,8 @@ def test_moved_entry_and_edited_tweak(tmp_path: Path) -> None:
     entry = next(q for q in d1.iterdir() if not q.name.startswith("strongroom."))
     os.rename(entry, d2 / entry.name)  # an entry moved to another directory: its name fails there
     m.start()
-    assert os.listdir(m.mnt / "d1") == [] and os.listdir(m.mnt / "d2") == []
-    m.stop()
+    try:
+        assert os.listdir(m.mnt / "d1") == [] and os.listdir(m.mnt / "d2") == []
+    finally:
+        request_stop()
     assert "name does not decrypt" in _log(m)
