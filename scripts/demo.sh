@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything, then runs the main job end to end on the embedded default (SQLite):
 # init a server, start it, register a client, put and get a deposit, draw entropy,
-# verify the audit log, stop.
+# verify the audit log, create an encrypted volume keyed by the server, mount it, write through
+# it and show that only ciphertext is on disk, stop.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
@@ -10,6 +11,7 @@ export PATH="$PWD/.venv/bin:$PATH"
 work=$(mktemp -d /tmp/strongroom-demo.XXXXXX)
 server_pid=""
 cleanup() {
+  if grep -q " $work/mnt " /proc/mounts 2>/dev/null; then strongroom fs umount "$work/mnt" || true; fi
   if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
     kill -TERM "$server_pid"; wait "$server_pid" || true
   fi
@@ -60,6 +62,24 @@ if grep -a -q hunter2 "$STRONGROOM_DATA"/strongroom.db*; then
   echo "FAIL: plaintext found in the database" >&2; exit 1
 fi
 echo "   no deposit plaintext in the database file"
+
+echo "== encrypted volume, its key on the server"
+strongroom fs init "$work/volume" --key-server --deposit demo-volume-key
+mkdir -p "$work/mnt"
+strongroom fs mount "$work/volume" "$work/mnt"
+mkdir "$work/mnt/reports"
+printf 'quarterly numbers: confidential\n' > "$work/mnt/reports/q3.txt"
+cp /etc/services "$work/mnt/services"
+echo "   through the mount:"; ls -l "$work/mnt" "$work/mnt/reports" | sed 's/^/     /'
+echo "   on disk (names and contents encrypted):"; ls -lR "$work/volume" | sed 's/^/     /'
+if grep -r -a -q -e confidential -e reports -e services "$work/volume"; then
+  echo "FAIL: plaintext found in the volume directory" >&2; exit 1
+fi
+echo "   no plaintext name or content in $work/volume"
+strongroom fs umount "$work/mnt"
+strongroom fs mount "$work/volume" "$work/mnt"
+cmp /etc/services "$work/mnt/services" && echo "   remounted with the key from the server: contents intact"
+strongroom fs umount "$work/mnt"
 
 echo "== stop"
 kill -TERM "$server_pid"; wait "$server_pid" || true; server_pid=""
