@@ -58,6 +58,7 @@ class _Ops(VolumeOps):
             # kernel inode).  The low-level API (one inode per file) would allow both.
             conn.want &= ~FUSE_CAP_WRITEBACK_CACHE
             conn.max_write = MAX_WRITE
+            conn.max_readahead = MAX_WRITE  # 1 MiB read requests too: fewer round trips
         if config is not None:
             config.entry_timeout = TIMEOUT
             # Attributes are not cached: libfuse's path-based API gives each hard-link name its own
