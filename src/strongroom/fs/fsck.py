@@ -1,0 +1,164 @@
+"""Checking a volume offline (`strongroom fs fsck`): every config, header, block, name, symlink
+target and attribute is opened with the volume's keys; each failure is reported with where it is.
+Nothing is changed."""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from strongroom.fs import content, names
+from strongroom.fs.config import CONFIG
+from strongroom.fs.keys import VolumeKeys
+from strongroom.fs.xattrs import PREFIX as XATTR_PREFIX
+from strongroom.fs.xattrs import XattrCipher
+
+PIECE_BLOCKS = 256
+
+
+@dataclass(frozen=True)
+class Problem:
+    lower: str  # path relative to the volume
+    plain: str | None  # the plaintext path, when its name could be read
+    what: str
+    damage: bool = True  # False: a leftover that loses nothing (e.g. an orphaned long-name sidecar)
+
+
+@dataclass
+class Report:
+    directories: int = 0
+    files: int = 0
+    blocks: int = 0
+    symlinks: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def damaged(self) -> bool:
+        return any(p.damage for p in self.problems)
+
+
+class Checker:
+    def __init__(self, volume: Path, keys: VolumeKeys, long_name_max: int) -> None:
+        self.volume = volume
+        self.keys = keys
+        self.names = names.NameCipher(keys.names, long_name_max)
+        self.xattrs = XattrCipher(keys.xattr_names, keys.xattr_values)
+        self.report = Report()
+
+    def _problem(self, lower: Path, plain: str | None, what: str, damage: bool = True) -> None:
+        self.report.problems.append(Problem(str(lower.relative_to(self.volume)), plain, what, damage))
+
+    def run(self) -> Report:
+        self._directory(self.volume, "/")
+        return self.report
+
+    def _directory(self, lower: Path, plain: str) -> None:
+        self.report.directories += 1
+        self._attributes(lower, plain)
+        try:
+            iv = (lower / names.DIRIV).read_bytes()
+        except OSError as e:
+            self._problem(lower, plain, f"directory tweak unreadable ({e.strerror}): no name in it can be read")
+            return
+        if len(iv) != names.DIRIV_BYTES:
+            self._problem(lower, plain, "directory tweak has the wrong size: no name in it can be read")
+            return
+        entries = sorted(os.listdir(lower))
+        present = set(entries)
+        for n in entries:
+            path = lower / n
+            if n == names.DIRIV or (lower == self.volume and n.startswith(CONFIG)):
+                continue
+            if n.startswith(names.LONG_PREFIX) and n.endswith(names.LONG_SUFFIX):
+                if n[: -len(names.LONG_SUFFIX)] not in present:
+                    self._problem(path, None, "long-name sidecar without its entry (left by a crash)", damage=False)
+                continue
+            if names.is_reserved(n):
+                self._problem(path, None, "unexpected reserved name", damage=False)
+                continue
+            name = self._name(lower, n, iv)
+            child = None if name is None else (plain.rstrip("/") + "/" + name)
+            if path.is_symlink():
+                self._symlink(path, child)
+            elif path.is_dir():
+                self._directory(path, child or "?")
+            elif path.is_file():
+                self._file(path, child)
+
+    def _name(self, lower: Path, n: str, iv: bytes) -> str | None:
+        try:
+            if names.is_long(n):
+                full = (lower / (n + names.LONG_SUFFIX)).read_text()
+                if names.long_name(full) != n:
+                    raise names.BadName("the long-name sidecar does not match its entry")
+                return os.fsdecode(self.names.decrypt(full, iv))
+            return os.fsdecode(self.names.decrypt(n, iv))
+        except (names.BadName, OSError) as e:
+            self._problem(lower / n, None, str(e))
+            return None
+
+    def _file(self, lower: Path, plain: str | None) -> None:
+        self.report.files += 1
+        self._attributes(lower, plain)
+        size = lower.stat().st_size
+        if size == 0:
+            return
+        try:
+            content.plain_size(size)
+        except content.DamagedFile as e:
+            self._problem(lower, plain, str(e))
+        with open(lower, "rb") as f:
+            try:
+                header = content.FileHeader.decode(f.read(content.HEADER), self.keys.kek, self.keys.volume_id)
+            except content.DamagedFile as e:
+                self._problem(lower, plain, f"header: {e}: the whole file is unreadable")
+                return
+            cipher = content.FileCipher(header)
+            for first, chunk in self._pieces(f):
+                try:
+                    cipher.open(first, chunk)
+                    self.report.blocks += -(-len(chunk) // content.CBLOCK)
+                except content.DamagedFile:
+                    for k, start in enumerate(range(0, len(chunk), content.CBLOCK)):  # which blocks
+                        self.report.blocks += 1
+                        try:
+                            cipher.open(first + k, chunk[start : start + content.CBLOCK])
+                        except content.DamagedFile as e:
+                            self._problem(lower, plain, str(e))
+
+    @staticmethod
+    def _pieces(f: object) -> Iterator[tuple[int, bytes]]:
+        first = 0
+        while True:
+            chunk = f.read(PIECE_BLOCKS * content.CBLOCK)  # type: ignore[attr-defined]
+            if not chunk:
+                return
+            yield first, chunk
+            first += PIECE_BLOCKS
+
+    def _symlink(self, lower: Path, plain: str | None) -> None:
+        self.report.symlinks += 1
+        raw = os.readlink(lower)
+        try:
+            sealed = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
+            header = content.FileHeader.decode(sealed[: content.HEADER], self.keys.kek, self.keys.volume_id)
+            content.FileCipher(header).open(0, sealed[content.HEADER :])
+        except (ValueError, content.DamagedFile) as e:
+            self._problem(lower, plain, f"symlink target does not decrypt ({e})")
+
+    def _attributes(self, lower: Path, plain: str | None) -> None:
+        try:
+            attrs = os.listxattr(lower, follow_symlinks=False)
+        except OSError:
+            return
+        for a in attrs:
+            if not a.startswith(XATTR_PREFIX):
+                continue
+            try:
+                self.xattrs.plain_name(a)
+                self.xattrs.open_value(a, os.getxattr(lower, a, follow_symlinks=False))
+            except Exception as e:  # noqa: BLE001 - any failure to open is damage
+                self._problem(lower, plain, f"extended attribute does not open ({type(e).__name__})")
