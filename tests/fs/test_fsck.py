@@ -49,3 +49,17 @@ def test_clean_volume_and_cannot_check(tmp_path: Path) -> None:
     (m.lower / "strongroom.diriv").unlink()
     r = cli("fs", "fsck", str(m.lower), "--passphrase-file", str(m.pwfile))
     assert r.returncode == 1 and b"directory tweak unreadable" in r.stdout
+
+
+def test_cat_reads_one_file_offline_and_stops_at_damage(tmp_path: Path) -> None:
+    vol = tmp_path / "broken"
+    shutil.copytree(BROKEN, vol, symlinks=True)
+    pw = tmp_path / "pw"
+    pw.write_text("fixture passphrase")
+    r = cli("fs", "cat", str(vol / "docs" / "fine.txt"), "--passphrase-file", str(pw))
+    assert r.returncode == 0 and r.stdout == b"fine\n" * 2000
+    r = cli("fs", "cat", str(vol / "docs" / "damaged-block.bin"), "--passphrase-file", str(pw))
+    assert r.returncode == 1 and r.stdout == bytes(range(256)) * 32  # the two good blocks before the bad one
+    assert r.stderr.decode().strip() == "strongroom: error: /docs/damaged-block.bin: Input/output error at byte 8192 (run fs fsck)"
+    r = cli("fs", "cat", str(vol / "missing"), "--passphrase-file", str(pw))
+    assert r.returncode == 1 and b"No such file" in r.stderr

@@ -376,3 +376,58 @@ def fs_fsck(volume: Path, passphrase_file: Path | None, profile: Path | None, se
     emit(out, as_json, human)
     if report.damaged:
         sys.exit(1)
+
+
+@fs.command("cat")
+@click.argument("target", metavar="DIR/PATH")
+@passphrase_option
+@profile_option
+@_fs_errors
+def fs_cat(target: str, passphrase_file: Path | None, profile: Path | None, servers: tuple[str, ...]) -> None:
+    """Write one file of an unmounted volume to stdout, decrypted (for backup and restore
+    scripts): DIR is the volume, PATH the file's plaintext path inside it.
+
+    \b
+    Example:
+      strongroom fs cat /srv/vault/reports/q3.txt --passphrase-file pw > q3.txt
+    """
+    from strongroom.fs.config import CONFIG
+    from strongroom.fs.fuse_ops import VolumeOps
+
+    parts = Path(target).absolute().parts
+    for cut in range(len(parts), 0, -1):
+        root = Path(*parts[:cut])
+        if (root / CONFIG).is_file():
+            break
+    else:
+        raise CliError(f"no volume found in {target} (a path inside a volume directory is expected)", code=2)
+    inner = "/" + "/".join(parts[cut:])
+    if inner == "/":
+        raise CliError("give a file inside the volume: DIR/PATH")
+    ops = VolumeOps(str(root), _volume_keys(root, passphrase_file, profile), read_only=True)
+    try:
+        fh = ops.open(inner, os.O_RDONLY)
+    except OSError as e:
+        raise CliError(f"{inner}: {e.strerror}") from None
+    import logging
+
+    logging.getLogger("strongroom.fs").addHandler(logging.NullHandler())  # the error line says it
+    logging.getLogger("strongroom.fs").propagate = False
+    out = sys.stdout.buffer
+    offset, step = 0, 1 << 20
+    try:
+        while True:
+            try:
+                data = ops.read(inner, step, offset, fh)
+            except OSError as e:
+                if step > 4096:  # find the first bad block: write everything before it
+                    step = 4096
+                    continue
+                raise CliError(f"{inner}: {e.strerror} at byte {offset} (run fs fsck)") from None
+            if not data:
+                break
+            out.write(data)
+            offset += len(data)
+    finally:
+        ops.release(inner, fh)
+        out.flush()
