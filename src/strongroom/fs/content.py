@@ -89,6 +89,11 @@ def lower_size(plain: int) -> int:
     return HEADER + q * CBLOCK + (r + OVERHEAD if r else 0)
 
 
+def sealed_size(plain: int) -> int:
+    """Bytes that ``plain`` bytes of whole blocks (the last may be partial) take sealed."""
+    return plain + OVERHEAD * -(-plain // BLOCK)
+
+
 def block_offset(index: int) -> int:
     return HEADER + index * CBLOCK
 
@@ -114,6 +119,43 @@ class FileCipher:
             out.append(nonce)
             out.append(enc(nonce, view[BLOCK * k : BLOCK * (k + 1)], fid + (first + k).to_bytes(8, "big")))
         return b"".join(out)
+
+    def seal_into(self, first: int, plaintext: memoryview, out: memoryview) -> int:
+        """Like seal, written into ``out`` (at least sealed_size(len(plaintext)) bytes); returns
+        the bytes written.  No allocation per block: the FUSE write path's form."""
+        n = -(-len(plaintext) // BLOCK)
+        if first + n > MAX_BLOCKS_PER_KEY:
+            raise DamagedFile("this file key has sealed as many blocks as it safely can; reencrypt the file")
+        nonces = os.urandom(NONCE * n)
+        fid, enc = self.file_id, self._gcm.encrypt_into
+        at = 0
+        for k in range(n):
+            block = plaintext[BLOCK * k : BLOCK * (k + 1)]
+            out[at : at + NONCE] = nonces[NONCE * k : NONCE * (k + 1)]
+            enc(
+                nonces[NONCE * k : NONCE * (k + 1)],
+                block,
+                fid + (first + k).to_bytes(8, "big"),
+                out[at + NONCE : at + NONCE + len(block) + TAG],
+            )
+            at += NONCE + len(block) + TAG
+        return at
+
+    def open_into(self, first: int, ciphertext: memoryview, out: memoryview) -> int:
+        """Like open, written into ``out``; returns the plaintext bytes written."""
+        fid, dec = self.file_id, self._gcm.decrypt_into
+        at = 0
+        for k, start in enumerate(range(0, len(ciphertext), CBLOCK)):
+            chunk = ciphertext[start : start + CBLOCK]
+            if len(chunk) <= OVERHEAD:
+                raise DamagedFile(f"block {first + k} is truncated", block=first + k)
+            n = len(chunk) - OVERHEAD
+            try:
+                dec(chunk[:NONCE], chunk[NONCE:], fid + (first + k).to_bytes(8, "big"), out[at : at + n])
+            except InvalidTag:
+                raise DamagedFile(f"block {first + k} does not authenticate", block=first + k) from None
+            at += n
+        return at
 
     def seal_end(self, plain_size: int) -> bytes:
         """The end marker of a standalone file (FORMAT.md §7): its plaintext size, sealed."""

@@ -28,6 +28,7 @@ log = logging.getLogger("strongroom.fs")
 
 CACHE_ENTRIES = 4096  # bound on cached paths, directory tweaks and file headers
 ZERO_PIECE = 1 << 20
+MAX_REQUEST = 1 << 20  # FUSE requests are at most this large (mount.MAX_WRITE)
 
 
 def _err(code: int) -> OSError:
@@ -82,6 +83,7 @@ class VolumeOps:
         self._handles: dict[int, _Handle] = {}
         self._next_fh = 1
         self._logged: set[tuple[str, int | None]] = set()
+        self._tls = threading.local()
 
     # -- names ---------------------------------------------------------------------------
     def _diriv(self, lower_dir: str) -> bytes:
@@ -472,71 +474,110 @@ class VolumeOps:
             self._damage(h.path, e.block, str(e))
             raise _err(errno.EIO) from None
 
-    def _read_blocks(self, h: _Handle, cipher: content.FileCipher, first: int, last: int) -> bytes:
-        """Plaintext of blocks first..last (inclusive) that exist."""
-        start = content.block_offset(first)
-        raw = os.pread(h.fd, (last - first + 1) * content.CBLOCK, start)
+    def _scratch(self, name: str, size: int) -> memoryview:
+        """A per-thread buffer of at least ``size`` bytes, reused: fresh 1 MiB buffers per request
+        cost more in page faults than the decryption."""
+        buf = getattr(self._tls, name, None)
+        if buf is None or len(buf) < size:
+            buf = bytearray(max(size, content.sealed_size(MAX_REQUEST)))
+            setattr(self._tls, name, buf)
+        return memoryview(buf)
+
+    def _open_blocks(self, h: _Handle, cipher: content.FileCipher, first: int, last: int, out: memoryview) -> int:
+        """Decrypt blocks first..last (those that exist) into ``out``; returns the bytes written."""
+        raw = self._scratch("raw", (last - first + 1) * content.CBLOCK)[: (last - first + 1) * content.CBLOCK]
+        n = os.preadv(h.fd, [raw], content.block_offset(first))
         try:
-            return cipher.open(first, raw)
+            return cipher.open_into(first, raw[:n], out)
         except content.DamagedFile as e:
             self._damage(h.path, e.block, str(e))
             raise _err(errno.EIO) from None
 
+    def _read_blocks(self, h: _Handle, cipher: content.FileCipher, first: int, last: int) -> bytes:
+        out = self._scratch("plain", (last - first + 1) * content.BLOCK)
+        n = self._open_blocks(h, cipher, first, last, out)
+        return bytes(out[:n])
+
     def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+        out = bytearray(size)
+        n = self.read_into(path, memoryview(out), offset, fh)
+        return bytes(out[:n])
+
+    def read_into(self, path: str, dest: memoryview, offset: int, fh: int) -> int:
+        """Read into ``dest`` (FUSE's own buffer on the mount's read path); returns bytes read."""
         h = self._handle(fh)
         f = self._file(h)
+        bs = content.BLOCK
         with f.lock:
             plain = self._plain_size(h)
-            if offset >= plain or size <= 0:
-                return b""
-            end = min(plain, offset + size)
+            end = min(plain, offset + len(dest))
+            if offset >= end:
+                return 0
             cipher = self._cipher(h, f, create=False)
             if cipher is None:
-                return b""
-            first, last = offset // content.BLOCK, (end - 1) // content.BLOCK
-            data = self._read_blocks(h, cipher, first, last)
-        skip = offset - first * content.BLOCK
-        return data[skip : skip + end - offset]
+                return 0
+            first, last = offset // bs, (end - 1) // bs
+            if offset % bs == 0 and (end % bs == 0 or end == plain):  # whole blocks: straight into dest
+                return self._open_blocks(h, cipher, first, last, dest[: end - offset])
+            tmp = self._scratch("plain", (last - first + 1) * bs)
+            self._open_blocks(h, cipher, first, last, tmp)
+            skip = offset - first * bs
+            dest[: end - offset] = tmp[skip : skip + end - offset]
+            return end - offset
 
-    def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
+    def write(self, path: str, data: bytes | memoryview, offset: int, fh: int) -> int:
         self._writable()
         h = self._handle(fh)
         f = self._file(h)
+        view = memoryview(data)
         with f.lock:
             size = self._plain_size(h)
             if offset > size:
                 self._extend(h, f, size, offset)
-            self._write_at(h, f, data, offset, max(size, offset))
-        return len(data)
+            self._write_at(h, f, view, offset, max(size, offset))
+        return len(view)
 
     def _extend(self, h: _Handle, f: _File, size: int, target: int) -> None:
         """Grow the file to ``target`` with encrypted zeros (there are no holes: FORMAT.md §5)."""
+        zeros = memoryview(bytes(min(ZERO_PIECE, target - size)))
         while size < target:
             n = min(ZERO_PIECE, target - size)
-            self._write_at(h, f, bytes(n), size, size)
+            self._write_at(h, f, zeros[:n], size, size)
             size += n
 
-    def _write_at(self, h: _Handle, f: _File, data: bytes, offset: int, size: int) -> None:
-        if not data:
+    def _write_at(self, h: _Handle, f: _File, data: memoryview, offset: int, size: int) -> None:
+        if not len(data):
             return
         cipher = self._cipher(h, f, create=True)
         assert cipher is not None
         bs = content.BLOCK
         end = offset + len(data)
         first, last = offset // bs, (end - 1) // bs
-        region_start = first * bs
-        region_end = max(end, min(size, (last + 1) * bs))
-        buf = bytearray(region_end - region_start)
-        head = offset > region_start and region_start < size  # the first block's head survives
-        if head:
-            old = self._read_blocks(h, cipher, first, first)
-            buf[: len(old)] = old
-        if end < region_end and not (last == first and head):  # the last block's tail survives
-            old = self._read_blocks(h, cipher, last, last)
-            at = (last - first) * bs
-            buf[at : at + len(old)] = old
-        buf[offset - region_start : end - region_start] = data
-        os.pwrite(h.fd, cipher.seal(first, buf), content.block_offset(first))
+        if not (offset % bs == 0 and (end % bs == 0 or end >= size)):  # merge with surviving plaintext
+            region_end = max(end, min(size, (last + 1) * bs))
+            merged = self._scratch("merge", region_end - first * bs)[: region_end - first * bs]
+            head = offset > first * bs and first * bs < size  # the first block's head survives
+            if head:
+                self._open_blocks(h, cipher, first, first, merged)
+            if end < region_end and not (last == first and head):  # the last block's tail survives
+                self._open_blocks(h, cipher, last, last, merged[(last - first) * bs :])
+            merged[offset - first * bs : end - first * bs] = data
+            data = merged
+        out = self._scratch("sealed", content.sealed_size(len(data)))
+        n = cipher.seal_into(first, data, out)
+        start = content.block_offset(first)
+        lower_end = os.fstat(h.fd).st_size
+        if start + n > lower_end:
+            # Reserve the space first: running out half-way through rewriting a block in place
+            # would leave it unreadable.  ENOSPC here writes nothing.
+            try:
+                os.posix_fallocate(h.fd, lower_end, start + n - lower_end)
+            except OSError as e:
+                if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                    os.ftruncate(h.fd, lower_end)  # give back what was reserved
+                    raise
+        if os.pwritev(h.fd, [out[:n]], start) != n:
+            raise _err(errno.EIO)
 
     def truncate(self, path: str, length: int, fh: int | None = None) -> int:
         self._writable()

@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,8 +50,25 @@ def volume_mounted(volume: Path) -> str | None:
     return None
 
 
+def _raise_readahead(mountpoint: str) -> None:
+    """The kernel caps a FUSE mount's readahead at its default 128 KiB whatever max_readahead
+    says; raise it on the mount's backing device so sequential reads arrive as 1 MiB requests."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        st = os.stat(mountpoint)
+        if mounted_at(Path(mountpoint)) is not None and st.st_dev:
+            path = Path(f"/sys/class/bdi/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/read_ahead_kb")
+            try:
+                path.write_text(str(MAX_WRITE // 1024))
+            except OSError as e:
+                logging.getLogger("strongroom.fs").info("readahead stays at the kernel's default: %s", e.strerror)
+            return
+        time.sleep(0.01)
+
+
 class _Ops(VolumeOps):
     on_mounted: Callable[[], None] | None = None
+    mountpoint = ""
 
     def init_with_config(self, conn: Any, config: Any) -> None:
         if conn is not None:
@@ -66,8 +85,54 @@ class _Ops(VolumeOps):
             config.attr_timeout = 0.0
             config.negative_timeout = TIMEOUT
             config.use_ino = 1
+        threading.Thread(target=_raise_readahead, args=(self.mountpoint,), daemon=True).start()
         if self.on_mounted is not None:
             self.on_mounted()
+
+
+def _tune_malloc() -> None:
+    """Keep 1 MiB request buffers in the heap: glibc otherwise maps and unmaps them each time, and
+    the page faults of fresh mappings cost more than the decryption (measured: reads 3.85 -> 3.37 s
+    per GiB).  Freed memory above 64 MiB is still returned to the system."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
+        libc.mallopt(-1, 64 << 20)  # M_TRIM_THRESHOLD
+        libc.mallopt(-2, 16 << 20)  # M_TOP_PAD
+    except (OSError, AttributeError):
+        pass
+
+
+def _fuse_class() -> Any:
+    """mfusepy's FUSE, with read and write handing our operations views of libfuse's own buffers
+    (no copy into or out of a Python bytes object per request)."""
+    import ctypes
+
+    import mfusepy
+
+    def _view(buf: Any, size: int) -> memoryview:
+        """A view of libfuse's buffer, valid for the duration of the call only."""
+        return memoryview((ctypes.c_char * size).from_address(ctypes.cast(buf, ctypes.c_void_p).value or 0)).cast("B")
+
+    class Fuse(mfusepy.FUSE):  # type: ignore[misc]
+        def read(self, path: bytes | None, buf: Any, size: int, offset: int, fip: Any) -> int:
+            dest = _view(buf, size)
+            n: int = self.operations.read_into(
+                None if path is None else path.decode(self.encoding, self.errors), dest, offset, fip.contents.fh
+            )
+            return n
+
+        def write(self, path: bytes | None, buf: Any, size: int, offset: int, fip: Any) -> int:
+            data = _view(buf, size)
+            n: int = self.operations.write(
+                None if path is None else path.decode(self.encoding, self.errors), data, offset, fip.contents.fh
+            )
+            return n
+
+    return Fuse
 
 
 def run(
@@ -80,7 +145,6 @@ def run(
     on_mounted: Callable[[], None] | None = None,
 ) -> None:
     """Serve the mount in this process until it is unmounted or SIGTERM/SIGINT arrives."""
-    import mfusepy
 
     if not mountpoint.is_dir():
         raise MountError(f"{mountpoint} is not a directory")
@@ -90,6 +154,7 @@ def run(
         raise MountError(f"something is already mounted at {mountpoint}")
     ops = _Ops(str(volume), keys, long_name_max, read_only)
     ops.on_mounted = on_mounted
+    ops.mountpoint = os.path.realpath(mountpoint)
     options: dict[str, Any] = {
         "fsname": f"strongroom:{os.path.realpath(volume)}",
         "subtype": "strongroom",
@@ -100,7 +165,8 @@ def run(
     if read_only:
         options["ro"] = True
     logging.getLogger("mfusepy").setLevel(logging.WARNING)
-    mfusepy.FUSE(ops, str(mountpoint), foreground=True, nothreads=False, **options)
+    _tune_malloc()
+    _fuse_class()(ops, str(mountpoint), foreground=True, nothreads=False, **options)
 
 
 def umount(mountpoint: Path) -> None:
