@@ -60,6 +60,8 @@ def test_cat_reads_one_file_offline_and_stops_at_damage(tmp_path: Path) -> None:
     assert r.returncode == 0 and r.stdout == b"fine\n" * 2000
     r = cli("fs", "cat", str(vol / "docs" / "damaged-block.bin"), "--passphrase-file", str(pw))
     assert r.returncode == 1 and r.stdout == bytes(range(256)) * 32  # the two good blocks before the bad one
-    assert r.stderr.decode().strip() == "strongroom: error: /docs/damaged-block.bin: Input/output error at byte 8192 (run fs fsck)"
+    assert (
+        r.stderr.decode().strip() == "strongroom: error: /docs/damaged-block.bin: Input/output error at byte 8192 (run fs fsck)"
+    )
     r = cli("fs", "cat", str(vol / "missing"), "--passphrase-file", str(pw))
     assert r.returncode == 1 and b"No such file" in r.stderr

@@ -6,6 +6,8 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -171,3 +173,57 @@ def test_concurrent_writers_never_show_half_a_block(vol: Mount) -> None:
     for pr in procs:
         pr.join()
         assert pr.exitcode == 0
+
+
+def test_shared_mmap(vol: Mount) -> None:
+    import mmap
+
+    p = vol.mnt / "mapped"
+    p.write_bytes(bytes(3 * 4096))
+    with open(p, "r+b") as f:
+        m = mmap.mmap(f.fileno(), 0, mmap.MAP_SHARED)
+        m[4090:4110] = b"x" * 20  # across a block boundary
+        m.flush()
+        m.close()
+    vol.restart()
+    data = p.read_bytes()
+    assert data[4090:4110] == b"x" * 20 and data.count(b"x") == 20 and len(data) == 3 * 4096
+
+
+def test_enospc_never_leaves_a_block_unreadable(tmp_path: Path) -> None:
+    import subprocess
+
+    from tests.fs.mounts import Mount as M
+
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)], check=True)
+    m = M(small, "vol").init()
+    m.mnt = tmp_path / "mnt"
+    m.mnt.mkdir()
+    try:
+        m.start()
+        (m.mnt / "grow").write_bytes(b"g" * 5000)  # a partial last block, rewritten by each append
+        full = False
+        for i in range(400):
+            try:
+                with open(m.mnt / "grow", "ab") as f:
+                    f.write(bytes([i % 256]) * 3000)
+                    f.flush()
+                    os.fsync(f.fileno())
+            except OSError as e:
+                assert e.errno == errno.ENOSPC
+                full = True
+                break
+        assert full, "the 1 MiB filesystem never filled"
+        data = (m.mnt / "grow").read_bytes()  # no EIO anywhere: every block opens
+        assert data[:5000] == b"g" * 5000 and len(data) >= 5000
+        m.stop()
+        r = subprocess.run(
+            [sys.executable, "-m", "strongroom.cli.main", "fs", "fsck", str(m.lower), "--passphrase-file", str(m.pwfile)],
+            capture_output=True,
+        )
+        assert r.returncode == 0, r.stdout
+    finally:
+        m.stop()
+        subprocess.run(["umount", str(small)], check=False)

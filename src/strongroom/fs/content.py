@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
+from struct import pack_into
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -126,35 +127,41 @@ class FileCipher:
         n = -(-len(plaintext) // BLOCK)
         if first + n > MAX_BLOCKS_PER_KEY:
             raise DamagedFile("this file key has sealed as many blocks as it safely can; reencrypt the file")
-        nonces = os.urandom(NONCE * n)
-        fid, enc = self.file_id, self._gcm.encrypt_into
+        nonces = memoryview(os.urandom(NONCE * n))
+        enc = self._gcm.encrypt_into
+        aad = bytearray(self.file_id + bytes(8))
         at = 0
         for k in range(n):
             block = plaintext[BLOCK * k : BLOCK * (k + 1)]
-            out[at : at + NONCE] = nonces[NONCE * k : NONCE * (k + 1)]
-            enc(
-                nonces[NONCE * k : NONCE * (k + 1)],
-                block,
-                fid + (first + k).to_bytes(8, "big"),
-                out[at + NONCE : at + NONCE + len(block) + TAG],
-            )
+            nonce = nonces[NONCE * k : NONCE * (k + 1)]
+            out[at : at + NONCE] = nonce
+            pack_into(">Q", aad, 16, first + k)
+            enc(nonce, block, aad, out[at + NONCE : at + NONCE + len(block) + TAG])
             at += NONCE + len(block) + TAG
         return at
 
     def open_into(self, first: int, ciphertext: memoryview, out: memoryview) -> int:
         """Like open, written into ``out``; returns the plaintext bytes written."""
-        fid, dec = self.file_id, self._gcm.decrypt_into
-        at = 0
-        for k, start in enumerate(range(0, len(ciphertext), CBLOCK)):
-            chunk = ciphertext[start : start + CBLOCK]
-            if len(chunk) <= OVERHEAD:
-                raise DamagedFile(f"block {first + k} is truncated", block=first + k)
-            n = len(chunk) - OVERHEAD
-            try:
-                dec(chunk[:NONCE], chunk[NONCE:], fid + (first + k).to_bytes(8, "big"), out[at : at + n])
-            except InvalidTag:
-                raise DamagedFile(f"block {first + k} does not authenticate", block=first + k) from None
-            at += n
+        dec, total = self._gcm.decrypt_into, len(ciphertext)
+        aad = bytearray(self.file_id + bytes(8))  # the block number is packed in place per block
+        whole = total // CBLOCK
+        k = 0
+        try:
+            for k in range(whole):  # the hot loop: full blocks, no allocation but the AAD's bytes
+                s = k * CBLOCK
+                pack_into(">Q", aad, 16, first + k)
+                dec(ciphertext[s : s + NONCE], ciphertext[s + NONCE : s + CBLOCK], aad, out[k * BLOCK : (k + 1) * BLOCK])
+            at = whole * BLOCK
+            if total > whole * CBLOCK:
+                k = whole
+                tail = ciphertext[whole * CBLOCK :]
+                if len(tail) <= OVERHEAD:
+                    raise DamagedFile(f"block {first + k} is truncated", block=first + k)
+                pack_into(">Q", aad, 16, first + k)
+                dec(tail[:NONCE], tail[NONCE:], aad, out[at : at + len(tail) - OVERHEAD])
+                at += len(tail) - OVERHEAD
+        except InvalidTag:
+            raise DamagedFile(f"block {first + k} does not authenticate", block=first + k) from None
         return at
 
     def seal_end(self, plain_size: int) -> bytes:

@@ -567,16 +567,17 @@ class VolumeOps:
         n = cipher.seal_into(first, data, out)
         start = content.block_offset(first)
         lower_end = os.fstat(h.fd).st_size
-        if start + n > lower_end:
-            # Reserve the space first: running out half-way through rewriting a block in place
-            # would leave it unreadable.  ENOSPC here writes nothing.
+        # What lies past the end is written first: if the disk fills, the file is cut back to its
+        # old end before anything was rewritten in place, so no block is ever left half old.
+        split = min(n, max(0, lower_end - start))
+        if split < n:
             try:
-                os.posix_fallocate(h.fd, lower_end, start + n - lower_end)
-            except OSError as e:
-                if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
-                    os.ftruncate(h.fd, lower_end)  # give back what was reserved
-                    raise
-        if os.pwritev(h.fd, [out[:n]], start) != n:
+                if os.pwritev(h.fd, [out[split:n]], start + split) != n - split:
+                    raise _err(errno.ENOSPC)
+            except OSError:
+                os.ftruncate(h.fd, lower_end)
+                raise
+        if split and os.pwritev(h.fd, [out[:split]], start) != split:
             raise _err(errno.EIO)
 
     def truncate(self, path: str, length: int, fh: int | None = None) -> int:
