@@ -431,3 +431,100 @@ def fs_cat(target: str, passphrase_file: Path | None, profile: Path | None, serv
     finally:
         ops.release(inner, fh)
         out.flush()
+
+
+@fs.command("rotate")
+@click.argument("volume", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--recovery-passphrase-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The recovery passphrase, if the volume has one.",
+)
+@passphrase_option
+@profile_option
+@json_option
+@_fs_errors
+def fs_rotate(
+    volume: Path,
+    recovery_passphrase_file: Path | None,
+    passphrase_file: Path | None,
+    profile: Path | None,
+    servers: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Give an unmounted volume a new key-encryption key: every wrapped key is re-wrapped (no data
+    is rewritten) and the old key opens nothing afterwards.  Needs every key source's secret.
+    Safe to interrupt: run it again to finish.  (After a key leak, use fs reencrypt.)
+
+    \b
+    Example:
+      strongroom fs rotate /srv/vault --recovery-passphrase-file recovery.pw
+    """
+    from strongroom.crypto.kdf import Argon2Params, passphrase_key
+    from strongroom.fs import mount, rotate
+    from strongroom.fs.config import ConfigError, VolumeConfig
+    from strongroom.fs.names import unb64u
+
+    if (where := mount.volume_mounted(volume)) is not None:
+        raise CliError(f"{volume} is mounted at {where}: unmount it first")
+    cfg = VolumeConfig.load(volume)
+
+    def source_key(source: dict[str, Any]) -> bytes:
+        if source["type"] == "trustee":
+            client = open_client(profile)
+            try:
+                owner = None if source["owner"] == client.client_id else source["owner"]
+                return bytes(client.get(source["deposit"], owner=owner))
+            finally:
+                client.close()
+        kdf = source["kdf"]
+        params = Argon2Params(unb64u(kdf["salt"]), int(kdf["memory_kib"]), int(kdf["iterations"]), int(kdf["lanes"]))
+        if source.get("role") == "recovery":
+            if recovery_passphrase_file is None and not sys.stdin.isatty():
+                raise CliError(
+                    "this volume has a recovery passphrase: pass --recovery-passphrase-file (rotation re-seals every key source)"
+                )
+            pw = read_passphrase(recovery_passphrase_file, what="Recovery passphrase")
+        else:
+            pw = read_passphrase(passphrase_file, what="Volume passphrase")
+        return passphrase_key(pw, params)
+
+    def checked(source: dict[str, Any]) -> bytes:
+        key = source_key(source)
+        try:
+            cfg.unlock_with_source_key(source, key)
+        except Exception:  # noqa: BLE001 - wrong secret for this source
+            raise ConfigError(
+                f"the {source['type']} ({source.get('role', 'primary')}) key source does not open with what was given"
+            ) from None
+        return key
+
+    total = sum(1 for _ in rotate._lower_entries(volume))
+    with _progress_bar("re-wrapping keys", total) as advance:
+        result = rotate.rotate(volume, checked, advance)
+    out = {"volume": str(volume), "headers": result.headers, "symlinks": result.symlinks, "already_rotated": result.already}
+    emit(
+        out,
+        as_json,
+        lambda o: click.echo(f"rotated: {o['headers']} file headers and {o['symlinks']} symlinks re-wrapped under a new key"),
+    )
+
+
+class _progress_bar:
+    def __init__(self, what: str, total: int) -> None:
+        self.what, self.total = what, total
+        self.bar: Any = None
+
+    def __enter__(self) -> Any:
+        if sys.stderr.isatty() and self.total > 100:
+            from rich.progress import Progress
+
+            self.bar = Progress(transient=True)
+            self.bar.start()
+            task = self.bar.add_task(self.what, total=self.total)
+            return lambda k: self.bar.advance(task, k)
+        return lambda k: None
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()

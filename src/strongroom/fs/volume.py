@@ -75,6 +75,8 @@ def unlock(
     factory is given (unless ``prefer_passphrase``: a recovery passphrase was supplied), else
     from a passphrase (asked for only when needed)."""
     cfg = config.VolumeConfig.load(directory)
+    if "rotation" in cfg.extra:
+        raise config.ConfigError("a key rotation was interrupted: run 'strongroom fs rotate' again to finish it")
     factory = client_factory
     if cfg.sources("trustee") and factory is not None and not (prefer_passphrase and cfg.sources("passphrase")):
 
