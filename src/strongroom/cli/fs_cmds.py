@@ -528,3 +528,44 @@ class _progress_bar:
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+@fs.command("reencrypt")
+@click.argument("volume", type=click.Path(file_okay=False, path_type=Path))
+@passphrase_option
+@profile_option
+@json_option
+@_fs_errors
+def fs_reencrypt(
+    volume: Path, passphrase_file: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool
+) -> None:
+    """Give every file of an unmounted volume a new file key and rewrite its data: the answer to
+    a leaked key (rotate alone re-wraps keys, it cannot take back a file key).  Resumable: an
+    interrupted run continues where it stopped.
+
+    \b
+    Example:
+      strongroom fs reencrypt /srv/vault --passphrase-file pw
+    """
+    from strongroom.fs import mount, reencrypt, rotate
+
+    if (where := mount.volume_mounted(volume)) is not None:
+        raise CliError(f"{volume} is mounted at {where}: unmount it first")
+    keys = _volume_keys(volume, passphrase_file, profile)
+    total = sum(1 for _ in rotate._lower_entries(volume))
+    with _progress_bar("re-encrypting", total) as advance:
+        result = reencrypt.reencrypt(volume, keys, advance)
+    out = {
+        "volume": str(volume),
+        "files": result.files,
+        "symlinks": result.symlinks,
+        "resumed_past": result.skipped,
+        "bytes": result.bytes,
+    }
+    emit(
+        out,
+        as_json,
+        lambda o: click.echo(
+            f"re-encrypted {o['files']} files ({o['bytes']} bytes) and {o['symlinks']} symlinks under new file keys"
+        ),
+    )
