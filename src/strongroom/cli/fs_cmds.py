@@ -569,3 +569,47 @@ def fs_reencrypt(
             f"re-encrypted {o['files']} files ({o['bytes']} bytes) and {o['symlinks']} symlinks under new file keys"
         ),
     )
+
+
+@fs.command("move")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("target", metavar="MOUNTPOINT[/SUB]", type=click.Path(path_type=Path))
+@json_option
+def fs_move(path: Path, target: Path, as_json: bool) -> None:
+    """Move an existing directory into a mounted volume: copy (with progress), verify, remove the
+    plaintext original and leave a symlink at the old path so programs keep working.  Run it
+    again after an interruption: it finishes without losing or duplicating data.
+
+    \b
+    Example:
+      strongroom fs move /var/lib/mysql /srv/vault-mnt/mysql
+    """
+    from strongroom.fs import mount
+    from strongroom.fs.move import MoveError, move
+
+    probe = target
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    mp = Path(probe).resolve()
+    while mount.mounted_at(mp) is None and mp != mp.parent:
+        mp = mp.parent
+    source = mount.mounted_at(mp)
+    if source is None or not source.startswith("strongroom:"):
+        raise CliError(f"{target} is not inside a mounted Strongroom volume")
+    dest = target if target.resolve() != mp else mp / path.name
+    total = sum(p.lstat().st_size for p in path.rglob("*")) if path.is_dir() and not path.is_symlink() else 0
+    try:
+        with _progress_bar("moving", total) as advance:
+            result = move(path, dest, advance)
+    except MoveError as e:
+        raise CliError(str(e)) from None
+    out = {"moved": str(path), "to": str(dest), "files": result.files, "bytes": result.bytes, "already_there": result.skipped}
+
+    def human(o: dict[str, Any]) -> None:
+        if result.already:
+            click.echo(f"{o['moved']} was already moved to {o['to']}")
+            return
+        click.echo(f"moved {o['moved']} -> {o['to']} ({o['files']} files copied, {o['already_there']} already there)")
+        click.echo(f"a symlink stays at {o['moved']}")
+
+    emit(out, as_json, human)

@@ -1,0 +1,148 @@
+"""Moving a plaintext directory into a mounted volume (`strongroom fs move`), like
+navencrypt-move: copy, verify, remove the original, leave a symlink at the old path.
+
+A journal beside the source (`<PATH>.strongroom-move.json`) records the destination and the
+phase, so an interrupted move finishes when run again without losing or duplicating data:
+- copy: each file is copied to a temporary name and renamed into place once whole and fsync'd;
+  a rerun skips files already there with the same size and mtime;
+- verify: every file is compared byte for byte (a mismatch is copied again and re-verified);
+- swap: the original is renamed aside (atomic), the symlink is created, then the aside copy is
+  deleted.  A crash between any two steps leaves either the original or the symlink in place.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class MoveError(Exception):
+    pass
+
+
+@dataclass
+class MoveResult:
+    files: int = 0
+    bytes: int = 0
+    skipped: int = 0
+    already: bool = False
+
+
+def _journal(src: Path) -> Path:
+    return src.with_name(src.name + ".strongroom-move.json")
+
+
+def _aside(src: Path) -> Path:
+    return src.with_name(src.name + ".strongroom-moving")
+
+
+def _save(journal: Path, state: dict[str, str]) -> None:
+    tmp = journal.with_suffix(".tmp")
+    with open(tmp, "w") as f:
+        json.dump(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, journal)
+
+
+def _copy_meta(src: Path, dst: Path) -> None:
+    st = src.lstat()
+    os.chown(dst, st.st_uid, st.st_gid, follow_symlinks=False)
+    if not src.is_symlink():
+        os.chmod(dst, st.st_mode & 0o7777)
+        for attr in os.listxattr(src):
+            if attr.startswith("user."):
+                os.setxattr(dst, attr, os.getxattr(src, attr))
+    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+
+
+def _same(src: Path, dst: Path) -> bool:
+    try:
+        a, b = src.lstat(), dst.lstat()
+    except FileNotFoundError:
+        return False
+    return a.st_size == b.st_size and a.st_mtime_ns == b.st_mtime_ns
+
+
+def _copy_file(src: Path, dst: Path) -> int:
+    tmp = dst.with_name(f".{dst.name}.strongroom-partial")
+    with open(src, "rb") as fin, open(tmp, "wb") as fout:
+        shutil.copyfileobj(fin, fout, 1 << 20)
+        fout.flush()
+        os.fsync(fout.fileno())
+    _copy_meta(src, tmp)
+    os.replace(tmp, dst)
+    return src.stat().st_size
+
+
+def move(src: Path, dest: Path, progress: Callable[[int], None] = lambda n: None) -> MoveResult:
+    src = Path(os.path.abspath(src))
+    journal = _journal(src)
+    state = json.loads(journal.read_text()) if journal.exists() else None
+    if state is None:
+        if src.is_symlink() and os.path.realpath(src) == os.path.realpath(dest):
+            return MoveResult(already=True)
+        if not src.is_dir() or src.is_symlink():
+            raise MoveError(f"{src} is not a directory")
+        if dest.exists() and any(dest.iterdir()):
+            raise MoveError(f"{dest} exists and is not empty")
+        state = {"dest": str(dest), "phase": "copy"}
+        _save(journal, state)
+    elif state["dest"] != str(dest):
+        raise MoveError(f"an unfinished move of {src} goes to {state['dest']}: finish that one first")
+    result = MoveResult()
+    origin = src if state["phase"] in ("copy", "verify") else _aside(src)
+    if state["phase"] == "copy":
+        dest.mkdir(parents=True, exist_ok=True)
+        for dirpath, dirnames, filenames in os.walk(origin):
+            here = Path(dirpath)
+            target = dest / here.relative_to(origin)
+            for d in dirnames:
+                if not (here / d).is_symlink():
+                    (target / d).mkdir(exist_ok=True)
+            for n in filenames + [d for d in dirnames if (here / d).is_symlink()]:
+                s, t = here / n, target / n
+                if s.is_symlink():
+                    if not t.is_symlink():
+                        os.symlink(os.readlink(s), t)
+                        _copy_meta(s, t)
+                elif _same(s, t):
+                    result.skipped += 1
+                else:
+                    result.bytes += _copy_file(s, t)
+                    result.files += 1
+                progress(s.lstat().st_size)
+        for dirpath, _dirnames, _filenames in os.walk(origin, topdown=False):
+            here = Path(dirpath)
+            _copy_meta(here, dest / here.relative_to(origin))
+        state["phase"] = "verify"
+        _save(journal, state)
+    if state["phase"] == "verify":
+        for dirpath, _dirnames, filenames in os.walk(origin):
+            here = Path(dirpath)
+            for n in filenames:
+                s, t = here / n, dest / here.relative_to(origin) / n
+                if s.is_symlink():
+                    if os.readlink(s) != os.readlink(t):
+                        raise MoveError(f"verification failed: symlink {t}")
+                elif not filecmp.cmp(s, t, shallow=False):
+                    _copy_file(s, t)
+                    if not filecmp.cmp(s, t, shallow=False):
+                        raise MoveError(f"verification failed: {t} differs from {s}")
+        state["phase"] = "swap"
+        _save(journal, state)
+    if state["phase"] == "swap":
+        aside = _aside(src)
+        if src.exists() and not src.is_symlink():
+            os.rename(src, aside)
+        if not src.is_symlink():
+            os.symlink(dest, src)
+        if aside.exists():
+            shutil.rmtree(aside)
+        journal.unlink()
+    return result
