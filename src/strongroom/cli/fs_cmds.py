@@ -230,6 +230,13 @@ def fs_decrypt(
 @click.option("--foreground", is_flag=True, help="Serve in the foreground (logs on stderr) until unmounted or SIGTERM/SIGINT.")
 @click.option("--allow-other", is_flag=True, help="Let other users reach the mount (subject to file modes).")
 @click.option("--read-only", is_flag=True, help="Mount read-only.")
+@click.option(
+    "--attr-timeout",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0, 60),
+    help="Seconds the kernel may cache attributes; 0 makes sizes exact across hard-link names at once (slower).",
+)
 @passphrase_option
 @profile_option
 @_fs_errors
@@ -239,6 +246,7 @@ def fs_mount(
     foreground: bool,
     allow_other: bool,
     read_only: bool,
+    attr_timeout: float,
     passphrase_file: Path | None,
     profile: Path | None,
     servers: tuple[str, ...],
@@ -266,7 +274,7 @@ def fs_mount(
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
         try:
-            mount.run(volume, mountpoint, keys, cfg.long_name_max, allow_other, read_only)
+            mount.run(volume, mountpoint, keys, cfg.long_name_max, allow_other, read_only, attr_timeout=attr_timeout)
         except mount.MountError as e:
             raise CliError(str(e)) from None
         return
@@ -290,7 +298,9 @@ def fs_mount(
             os.write(write_end, b"mounted")
             os.close(write_end)
 
-        mount.run(volume, mountpoint, keys, cfg.long_name_max, allow_other, read_only, on_mounted=mounted)
+        mount.run(
+            volume, mountpoint, keys, cfg.long_name_max, allow_other, read_only, on_mounted=mounted, attr_timeout=attr_timeout
+        )
     except BaseException as e:  # noqa: BLE001 - reported through the pipe, the daemon then leaves
         try:
             os.write(write_end, str(e).encode() or type(e).__name__.encode())

@@ -69,6 +69,7 @@ def _raise_readahead(mountpoint: str) -> None:
 class _Ops(VolumeOps):
     on_mounted: Callable[[], None] | None = None
     mountpoint = ""
+    attr_timeout = TIMEOUT
 
     def init_with_config(self, conn: Any, config: Any) -> None:
         if conn is not None:
@@ -80,9 +81,10 @@ class _Ops(VolumeOps):
             conn.max_readahead = MAX_WRITE  # 1 MiB read requests too: fewer round trips
         if config is not None:
             config.entry_timeout = TIMEOUT
-            # Attributes are not cached: libfuse's path-based API gives each hard-link name its own
-            # kernel inode, so a size cached under one name would go stale when another name writes.
-            config.attr_timeout = 0.0
+            # libfuse's path-based API gives each hard-link name its own kernel inode: a size cached
+            # under one name is stale for up to attr_timeout after a write through another name.
+            # 0 makes that exact, at a GETATTR per path component per system call.
+            config.attr_timeout = self.attr_timeout
             config.negative_timeout = TIMEOUT
             config.use_ino = 1
         threading.Thread(target=_raise_readahead, args=(self.mountpoint,), daemon=True).start()
@@ -143,6 +145,7 @@ def run(
     allow_other: bool = False,
     read_only: bool = False,
     on_mounted: Callable[[], None] | None = None,
+    attr_timeout: float = TIMEOUT,
 ) -> None:
     """Serve the mount in this process until it is unmounted or SIGTERM/SIGINT arrives."""
 
@@ -155,6 +158,7 @@ def run(
     ops = _Ops(str(volume), keys, long_name_max, read_only)
     ops.on_mounted = on_mounted
     ops.mountpoint = os.path.realpath(mountpoint)
+    ops.attr_timeout = attr_timeout
     options: dict[str, Any] = {
         "fsname": f"strongroom:{os.path.realpath(volume)}",
         "subtype": "strongroom",

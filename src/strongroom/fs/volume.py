@@ -20,15 +20,19 @@ def _fsync_dir(path: str | os.PathLike[str]) -> None:
 
 
 def write_diriv(directory: str | os.PathLike[str]) -> bytes:
-    """A directory's tweak, durable before anything is created in the directory."""
+    """A directory's tweak, durable before anything is created in the directory: written with
+    O_DSYNC, then the directory fsync'd so its entry is durable too."""
     iv = names.new_diriv()
     path = os.path.join(directory, names.DIRIV)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_DSYNC, 0o400)
     try:
-        os.write(fd, iv)
-        os.fsync(fd)
-    finally:
+        if os.write(fd, iv) != len(iv):
+            raise OSError(28, "short write of the directory tweak")
+    except OSError:
         os.close(fd)
+        os.unlink(path)  # never leave a short tweak behind (ENOSPC)
+        raise
+    os.close(fd)
     _fsync_dir(directory)
     return iv
 
