@@ -7,6 +7,7 @@ import errno
 import os
 import stat
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,7 @@ def test_namespace_operations(vol: Mount) -> None:
     os.link(m / "d1" / "x", m / "hard")
     assert (m / "hard").stat().st_nlink == 2 and (m / "hard").stat().st_ino == (m / "d1" / "x").stat().st_ino
     (m / "hard").write_text("via link")
+    time.sleep(1.1)  # the other name's cached size may be stale for --attr-timeout (1 s by default)
     assert (m / "d1" / "x").read_text() == "via link"
     os.symlink("d1/x", m / "sym")
     assert os.readlink(m / "sym") == "d1/x" and (m / "sym").read_text() == "via link"
@@ -227,3 +229,16 @@ def test_enospc_never_leaves_a_block_unreadable(tmp_path: Path) -> None:
     finally:
         m.stop()
         subprocess.run(["umount", str(small)], check=False)
+
+
+def test_hard_links_are_exact_at_once_with_attr_timeout_zero(tmp_path: Path) -> None:
+    m = Mount(tmp_path).init().start("--attr-timeout", "0")
+    try:
+        (m.mnt / "a").write_text("1")
+        assert (m.mnt / "a").read_text() == "1"
+        os.link(m.mnt / "a", m.mnt / "b")
+        for text in ("two", "three!", "4"):
+            (m.mnt / "b").write_text(text)
+            assert (m.mnt / "a").read_text() == text
+    finally:
+        m.stop()
