@@ -184,7 +184,7 @@ def run_suite(system: System, aesni: bool, big: Path, tree_tar: Path, mib: int) 
         drop_caches()
 
         def copy() -> None:
-            shutil.copyfile(big, m / "copy.iso")
+            subprocess.run(["cp", str(big), str(m / "copy.iso")], check=True)  # the article's ISO copy
             os.sync()
 
         row["copy_s"] = _timed(copy)

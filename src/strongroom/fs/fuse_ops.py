@@ -147,6 +147,8 @@ class VolumeOps:
     def _damage(self, what: str, block: int | None, reason: str) -> None:
         key = (what, block)
         if key not in self._logged:
+            if len(self._logged) >= CACHE_ENTRIES:  # memory stays bounded on a badly damaged volume
+                self._logged.clear()
             self._logged.add(key)
             where = f" block {block}" if block is not None else ""
             log.error("damaged: %s%s: %s", what, where, reason)
