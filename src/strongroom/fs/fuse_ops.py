@@ -610,6 +610,25 @@ class VolumeOps:
                 os.ftruncate(h.fd, content.lower_size(length))
         return 0
 
+    def fallocate(self, path: str, mode: int, offset: int, size: int, fh: int) -> int:
+        """Plain allocation (mode 0): the range is reserved on the lower filesystem and, past the
+        end, filled with encrypted zeros (there are no holes).  Other modes (keep-size, punching,
+        zeroing, collapsing ranges) would need holes or in-place shifts: EOPNOTSUPP."""
+        self._writable()
+        if mode != 0:
+            raise _err(errno.EOPNOTSUPP)
+        h = self._handle(fh)
+        f = self._file(h)
+        with f.lock:
+            plain = self._plain_size(h)
+            end = offset + size
+            if end > plain:
+                self._extend(h, f, plain, end)
+            else:
+                lower_start = content.block_offset(offset // content.BLOCK)
+                os.posix_fallocate(h.fd, lower_start, content.lower_size(end) - lower_start)
+        return 0
+
     # -- extended attributes -------------------------------------------------------------
     def setxattr(self, path: str, name: str, value: bytes, options: int, position: int = 0) -> int:
         self._writable()
