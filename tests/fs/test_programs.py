@@ -133,10 +133,15 @@ def test_key_server_volume_mounts_until_the_host_is_revoked(tmp_path: Path) -> N
         d.admin().set_client_status(host.client_id, "revoke")
         r = cli("fs", "mount", str(vol), str(mnt), "--profile", profile)
         assert r.returncode != 0 and len(r.stderr.splitlines()) == 1 and mount.mounted_at(mnt) is None
+        assert b"Denied" in r.stderr or b"revoked" in r.stderr, r.stderr  # refused for the revocation
         r = cli("fs", "mount", str(vol), str(mnt), "--passphrase-file", str(recovery), "--profile", str(tmp_path / "no-profile"))
         assert r.returncode == 0, r.stderr  # the recovery passphrase still opens it
         assert (mnt / "x").read_text() == "kept by the trustee"
         cli("fs", "umount", str(mnt))
+        d.servers[0].stop()  # the key server is down: the mount fails with one line
+        r = cli("fs", "mount", str(vol), str(mnt), "--profile", profile)
+        assert r.returncode != 0 and len(r.stderr.splitlines()) == 1 and mount.mounted_at(mnt) is None, r.stderr
+        assert b"navailable" in r.stderr, r.stderr
     finally:
         if mount.mounted_at(tmp_path / "mnt") is not None:
             subprocess.run(["fusermount3", "-u", str(tmp_path / "mnt")])
