@@ -70,6 +70,7 @@ class _Ops(VolumeOps):
     on_mounted: Callable[[], None] | None = None
     mountpoint = ""
     attr_timeout = TIMEOUT
+    served = False
 
     def init_with_config(self, conn: Any, config: Any) -> None:
         if conn is not None:
@@ -87,6 +88,7 @@ class _Ops(VolumeOps):
             config.attr_timeout = self.attr_timeout
             config.negative_timeout = TIMEOUT
             config.use_ino = 1
+        self.served = True
         threading.Thread(target=_raise_readahead, args=(self.mountpoint,), daemon=True).start()
         if self.on_mounted is not None:
             self.on_mounted()
@@ -170,7 +172,12 @@ def run(
         options["ro"] = True
     logging.getLogger("mfusepy").setLevel(logging.WARNING)
     _tune_malloc()
-    _fuse_class()(ops, str(mountpoint), foreground=True, nothreads=False, **options)
+    try:
+        _fuse_class()(ops, str(mountpoint), foreground=True, nothreads=False, **options)
+    except RuntimeError:
+        # libfuse reports a loop ended by SIGTERM/SIGINT as a failure; after a clean unmount it is not
+        if not ops.served or mounted_at(mountpoint) is not None:
+            raise MountError(f"libfuse could not serve {mountpoint} (see the log)") from None
 
 
 def umount(mountpoint: Path) -> None:
