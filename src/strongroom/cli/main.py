@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from strongroom import __version__
-from strongroom.cli import client_cmds, fs_cmds, rng_cmds, server_cmds
+from strongroom.cli import acl_cmds, client_cmds, fs_cmds, rng_cmds, server_cmds
 from strongroom.cli.common import Group
 
 
@@ -25,7 +25,15 @@ def cli() -> None:
     """
 
 
-for group in (server_cmds.server, server_cmds.org, server_cmds.client_group, server_cmds.group_group, rng_cmds.rng, fs_cmds.fs):
+for group in (
+    server_cmds.server,
+    server_cmds.org,
+    server_cmds.client_group,
+    server_cmds.group_group,
+    rng_cmds.rng,
+    fs_cmds.fs,
+    acl_cmds.acl,
+):
     cli.add_command(group)
 for cmd in client_cmds.COMMANDS:
     cli.add_command(cmd)

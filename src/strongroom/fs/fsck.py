@@ -70,7 +70,7 @@ class Checker:
         present = set(entries)
         for n in entries:
             path = lower / n
-            if n == names.DIRIV or (lower == self.volume and n.startswith(CONFIG)):
+            if n == names.DIRIV or (lower == self.volume and (n.startswith(CONFIG) or n.startswith("strongroom.acl.json"))):
                 continue
             if n.startswith(names.LONG_PREFIX) and n.endswith(names.LONG_SUFFIX):
                 if n[: -len(names.LONG_SUFFIX)] not in present:

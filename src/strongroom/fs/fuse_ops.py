@@ -84,6 +84,21 @@ class VolumeOps:
         self._next_fh = 1
         self._logged: set[tuple[str, int | None]] = set()
         self._tls = threading.local()
+        self.acl: Any = None  # an acl.Enforcer on mounts with access rules
+        self.context: Any = None  # () -> (uid, gid, pid) of the FUSE request being served
+        self._self_pid = os.getpid()
+
+    # -- access control ------------------------------------------------------------------
+    def _check(self, path: str | None, write: bool = False) -> None:
+        """EACCES unless the calling process may reach ``path`` (see acl.py)."""
+        acl = self.acl
+        if acl is None or path is None or self.context is None or not acl.active:
+            return
+        pid = self.context()[2]
+        if pid in (0, self._self_pid):  # the kernel's own requests, the daemon's
+            return
+        if not acl.allowed(pid, path.lstrip("/"), write):
+            raise _err(errno.EACCES)
 
     # -- names ---------------------------------------------------------------------------
     def _diriv(self, lower_dir: str) -> bytes:
@@ -183,6 +198,8 @@ class VolumeOps:
         }
 
     def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:
+        if fh is None and path != "/":
+            self._check(path)
         if fh is not None and fh in self._handles:
             h = self._handles[fh]
             return self._attrs(os.fstat(h.fd), h.path)
@@ -190,6 +207,7 @@ class VolumeOps:
         return self._attrs(os.lstat(lower), lower)
 
     def access(self, path: str, amode: int) -> int:
+        self._check(path, write=bool(amode & os.W_OK))
         if amode & os.W_OK and self.read_only:
             raise _err(errno.EROFS)
         if not os.access(self._lower(path), amode, follow_symlinks=False):
@@ -197,16 +215,19 @@ class VolumeOps:
         return 0
 
     def chmod(self, path: str, mode: int) -> int:
+        self._check(path, write=True)
         self._writable()
         os.chmod(self._lower(path), mode)
         return 0
 
     def chown(self, path: str, uid: int, gid: int) -> int:
+        self._check(path, write=True)
         self._writable()
         os.chown(self._lower(path), uid, gid, follow_symlinks=False)
         return 0
 
     def utimens(self, path: str, times: tuple[int, int] | None = None) -> int:
+        self._check(path, write=True)
         self._writable()
         lower = self._lower(path)
         if times is None:
@@ -230,6 +251,7 @@ class VolumeOps:
     def readdir(self, path: str, fh: int) -> list[tuple[str, dict[str, int], int]]:
         """Names with inode and type (from the lower dirents, no stat): with use_ino, an entry
         without an inode number would be hidden by readdir(3)."""
+        self._check(path)
         lower_dir = self._lower(path)
         iv = self._diriv(lower_dir)
         here = os.lstat(lower_dir)
@@ -262,11 +284,13 @@ class VolumeOps:
         return out
 
     def opendir(self, path: str) -> int:
+        self._check(path)
         if not os.path.isdir(self._lower(path)):
             raise _err(errno.ENOTDIR)
         return 0
 
     def mkdir(self, path: str, mode: int) -> int:
+        self._check(path, write=True)
         self._writable()
         lower_parent, name, full = self._entry(path)
         if full is not None:
@@ -279,6 +303,7 @@ class VolumeOps:
         return 0
 
     def rmdir(self, path: str) -> int:
+        self._check(path, write=True)
         self._writable()
         lower_parent, name, _ = self._entry(path)
         lower = os.path.join(lower_parent, name)
@@ -305,6 +330,7 @@ class VolumeOps:
 
     # -- namespace -----------------------------------------------------------------------
     def unlink(self, path: str) -> int:
+        self._check(path, write=True)
         self._writable()
         lower_parent, name, _ = self._entry(path)
         os.unlink(os.path.join(lower_parent, name))
@@ -314,6 +340,8 @@ class VolumeOps:
         return 0
 
     def rename(self, old: str, new: str) -> int:
+        self._check(old, write=True)
+        self._check(new, write=True)
         self._writable()
         old_parent, old_name, _ = self._entry(old)
         new_parent, new_name, new_full = self._entry(new)
@@ -327,6 +355,8 @@ class VolumeOps:
 
     def link(self, target: str, source: str) -> int:
         """ln SOURCE TARGET."""
+        self._check(target, write=True)
+        self._check(source, write=True)
         self._writable()
         new_parent, new_name, full = self._entry(target)
         if full is not None:
@@ -336,6 +366,7 @@ class VolumeOps:
 
     def symlink(self, target: str, source: str) -> int:
         """ln -s SOURCE TARGET: the link TARGET holds SOURCE, encrypted as a file (FORMAT.md §5)."""
+        self._check(target, write=True)
         self._writable()
         new_parent, new_name, full = self._entry(target)
         header = content.FileHeader.fresh()
@@ -360,9 +391,11 @@ class VolumeOps:
             raise _err(errno.EIO) from None
 
     def readlink(self, path: str) -> str:
+        self._check(path)
         return os.fsdecode(self._read_link(self._lower(path)))
 
     def mknod(self, path: str, mode: int, dev: int) -> int:
+        self._check(path, write=True)
         self._writable()
         if not stat.S_ISREG(mode) and not stat.S_ISFIFO(mode):
             raise _err(errno.EPERM)
@@ -398,6 +431,7 @@ class VolumeOps:
         return fh
 
     def open(self, path: str, flags: int) -> int:
+        self._check(path, write=flags & os.O_ACCMODE != os.O_RDONLY or bool(flags & os.O_TRUNC))
         lower = self._lower(path)
         fd = self._open_lower(lower, flags)
         fh = self._new_handle(fd, path, lower)
@@ -406,6 +440,7 @@ class VolumeOps:
         return fh
 
     def create(self, path: str, mode: int, flags: int = os.O_WRONLY) -> int:
+        self._check(path, write=True)
         self._writable()
         lower_parent, name, full = self._entry(path)
         if full is not None:
@@ -583,6 +618,7 @@ class VolumeOps:
             raise _err(errno.EIO)
 
     def truncate(self, path: str, length: int, fh: int | None = None) -> int:
+        self._check(path, write=True)
         self._writable()
         if fh is None:
             fh = self.open(path, os.O_WRONLY)
@@ -631,6 +667,7 @@ class VolumeOps:
 
     # -- extended attributes -------------------------------------------------------------
     def setxattr(self, path: str, name: str, value: bytes, options: int, position: int = 0) -> int:
+        self._check(path, write=True)
         self._writable()
         try:
             lower_name = self.xattrs.lower_name(name)
@@ -640,6 +677,7 @@ class VolumeOps:
         return 0
 
     def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
+        self._check(path)
         try:
             lower_name = self.xattrs.lower_name(name)
         except names.BadName:
@@ -652,6 +690,7 @@ class VolumeOps:
             raise _err(errno.EIO) from None
 
     def listxattr(self, path: str) -> list[str]:
+        self._check(path)
         out = []
         for lower_name in os.listxattr(self._lower(path), follow_symlinks=False):
             if lower_name.startswith("user.sr."):
@@ -662,6 +701,7 @@ class VolumeOps:
         return out
 
     def removexattr(self, path: str, name: str) -> int:
+        self._check(path, write=True)
         self._writable()
         try:
             lower_name = self.xattrs.lower_name(name)

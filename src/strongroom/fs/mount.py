@@ -70,6 +70,7 @@ class _Ops(VolumeOps):
     on_mounted: Callable[[], None] | None = None
     mountpoint = ""
     attr_timeout = TIMEOUT
+    entry_timeout = TIMEOUT
     served = False
 
     def init_with_config(self, conn: Any, config: Any) -> None:
@@ -81,12 +82,12 @@ class _Ops(VolumeOps):
             conn.max_write = MAX_WRITE
             conn.max_readahead = MAX_WRITE  # 1 MiB read requests too: fewer round trips
         if config is not None:
-            config.entry_timeout = TIMEOUT
+            config.entry_timeout = self.entry_timeout
             # libfuse's path-based API gives each hard-link name its own kernel inode: a size cached
             # under one name is stale for up to attr_timeout after a write through another name.
             # 0 makes that exact, at a GETATTR per path component per system call.
             config.attr_timeout = self.attr_timeout
-            config.negative_timeout = TIMEOUT
+            config.negative_timeout = self.entry_timeout
             config.use_ino = 1
         self.served = True
         threading.Thread(target=_raise_readahead, args=(self.mountpoint,), daemon=True).start()
@@ -150,6 +151,9 @@ def run(
     attr_timeout: float = TIMEOUT,
 ) -> None:
     """Serve the mount in this process until it is unmounted or SIGTERM/SIGINT arrives."""
+    import mfusepy
+
+    from strongroom.fs import acl
 
     if not mountpoint.is_dir():
         raise MountError(f"{mountpoint} is not a directory")
@@ -161,6 +165,18 @@ def run(
     ops.on_mounted = on_mounted
     ops.mountpoint = os.path.realpath(mountpoint)
     ops.attr_timeout = attr_timeout
+    if (volume / acl.RULES_FILE).exists():
+        try:
+            acl.load_rules(volume, keys.rules_mac)
+        except acl.AclError as e:
+            raise MountError(f"refusing to mount: {e}") from None
+        learn = acl.learn_log_path(keys.volume_id)
+        learn.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        ops.acl = acl.Enforcer(volume, keys.rules_mac, learn)
+        ops.context = mfusepy.fuse_get_context
+        # The kernel would answer cached lookups and attributes without asking: on a volume with
+        # access rules every lookup and stat reaches the daemon and its check.
+        ops.attr_timeout = ops.entry_timeout = 0.0
     options: dict[str, Any] = {
         "fsname": f"strongroom:{os.path.realpath(volume)}",
         "subtype": "strongroom",

@@ -1,0 +1,310 @@
+"""Process-based access control on a mounted volume: only listed programs see plaintext.
+
+Rules live in the volume (`strongroom.acl.json`) with an HMAC-SHA256 under the volume's rules
+MAC key (FORMAT.md §2), so changing them needs the volume key and an edit on disk without it is
+detected: the daemon then refuses everything until the rules verify again.
+
+A caller (the FUSE request's pid) is resolved to its executable (/proc/PID/exe), uid and, when
+a rule asks, its command line and ancestors.  The executable's SHA-256 is cached by device,
+inode, size, mtime and ctime, so a replaced binary is hashed again; verdicts are never cached by
+pid alone (a process's identity is its pid *and* its start time).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import hmac
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from strongroom.fs.names import b64u
+
+RULES_FILE = "strongroom.acl.json"
+MODES = ("enforcing", "permissive", "off")
+MAC_AD = b"strongroom/v1/acl\x00"
+RELOAD_CHECK_S = 0.5
+
+log = logging.getLogger("strongroom.acl")
+
+
+class AclError(Exception):
+    """The rules file is tampered with, corrupt, or a rule is invalid."""
+
+
+@dataclass
+class Rule:
+    id: str
+    program: str  # absolute path of the executable
+    sha256: str
+    path: str = "**"  # glob relative to the volume root
+    mode: str = "rw"  # r or rw
+    uid: int | None = None
+    args_prefix: list[str] = field(default_factory=list)  # argv[1:] must start with these
+    children: list[str] = field(default_factory=list)  # programs let in when descended from `program`
+
+    def covers(self, rel_path: str, write: bool = False) -> bool:
+        """Whether the rule reaches ``rel_path``; the directories above its scope may be looked up
+        and listed (to get there), never written."""
+        if self.path in ("**", "*", ""):
+            return True
+        base = self.path.rstrip("*").rstrip("/")
+        if fnmatch.fnmatchcase(rel_path, self.path) or rel_path == base or rel_path.startswith(base + "/"):
+            return True
+        return not write and (rel_path in ("", ".") or base.startswith(rel_path + "/"))
+
+
+@dataclass
+class RuleSet:
+    mode: str = "enforcing"
+    rules: list[Rule] = field(default_factory=list)
+    serial: int = 0  # bumped on every change
+
+    def canonical(self) -> bytes:
+        return json.dumps(
+            {"mode": self.mode, "rules": [asdict(r) for r in self.rules], "serial": self.serial},
+            sort_keys=True,
+            separators=(",", ":"),
+        ).encode()
+
+    def mac(self, key: bytes) -> str:
+        return b64u(hmac.new(key, MAC_AD + self.canonical(), hashlib.sha256).digest())
+
+
+def load_rules(volume: Path, key: bytes) -> RuleSet | None:
+    """The volume's rules, verified; None when it has none; AclError when they do not verify."""
+    path = volume / RULES_FILE
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise AclError(f"{RULES_FILE} is unreadable ({type(e).__name__})") from None
+    try:
+        rs = RuleSet(raw["mode"], [Rule(**r) for r in raw["rules"]], int(raw["serial"]))
+        mac = raw["mac"]
+    except (KeyError, TypeError, ValueError) as e:
+        raise AclError(f"{RULES_FILE} is corrupt ({type(e).__name__})") from None
+    if not hmac.compare_digest(rs.mac(key), str(mac)):
+        raise AclError(f"{RULES_FILE} was changed without the volume key (its MAC does not verify)")
+    if rs.mode not in MODES:
+        raise AclError(f"unknown ACL mode {rs.mode!r}")
+    return rs
+
+
+def save_rules(volume: Path, key: bytes, rs: RuleSet) -> None:
+    rs.serial += 1
+    body = json.loads(rs.canonical())
+    body["mac"] = rs.mac(key)
+    tmp = volume / (RULES_FILE + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, (json.dumps(body, indent=2) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, volume / RULES_FILE)
+
+
+def sha256_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Caller:
+    pid: int
+    uid: int
+    exe: str
+    sha256: str
+    argv: tuple[str, ...]
+    ancestors: tuple[tuple[str, str], ...]  # (exe, sha256) of the parent, grandparent, ...
+
+
+class Enforcer:
+    """Decides whether a calling process may reach a path, and reloads the rules when they change."""
+
+    def __init__(self, volume: Path, key: bytes, learn_log: Path | None = None) -> None:
+        self.volume = volume
+        self._key = key
+        self._lock = threading.Lock()
+        self._hashes: dict[tuple[int, int, int, int, int], str] = {}
+        self._callers: dict[tuple[int, ...], Caller] = {}
+        self._logged: set[tuple[str, str]] = set()
+        self._stamp: tuple[int, int, int] | None = None
+        self._checked = 0.0
+        self.learn_log = learn_log
+        self.broken: str | None = None
+        self.rules: RuleSet | None = None
+        self._reload(force=True)
+
+    # -- rules ---------------------------------------------------------------------------
+    def _reload(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._checked < RELOAD_CHECK_S:
+            return
+        self._checked = now
+        try:
+            st = (self.volume / RULES_FILE).stat()
+            stamp: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except FileNotFoundError:
+            stamp = None
+        if stamp == self._stamp and not force:
+            return
+        self._stamp = stamp
+        try:
+            self.rules = load_rules(self.volume, self._key)
+            self.broken = None
+        except AclError as e:
+            self.rules = None
+            self.broken = str(e)
+            log.error("access rules refused: %s; every request is denied until they verify", e)
+
+    @property
+    def active(self) -> bool:
+        self._reload()
+        return self.broken is not None or (self.rules is not None and self.rules.mode != "off")
+
+    # -- callers -------------------------------------------------------------------------
+    def _hash(self, exe_fd_path: str) -> str:
+        st = os.stat(exe_fd_path)
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        digest = self._hashes.get(key)
+        if digest is None:
+            digest = sha256_file(exe_fd_path)
+            with self._lock:
+                if len(self._hashes) > 4096:
+                    self._hashes.clear()
+                self._hashes[key] = digest
+        return digest
+
+    def caller(self, pid: int) -> Caller | None:
+        try:
+            stat_fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            start, ppid = int(stat_fields[19]), int(stat_fields[1])
+            est = os.stat(f"/proc/{pid}/exe")
+            uid = os.stat(f"/proc/{pid}").st_uid
+        except (OSError, ValueError, IndexError):
+            return None  # the process is gone
+        # pid, start time, the running image's identity and the uid: an exec or a setuid changes the key
+        key = (pid, start, est.st_dev, est.st_ino, est.st_size, est.st_mtime_ns, est.st_ctime_ns, uid)
+        cached = self._callers.get(key)
+        if cached is not None:
+            return cached
+        try:
+            exe = os.readlink(f"/proc/{pid}/exe")
+            digest = self._hash(f"/proc/{pid}/exe")  # the running image, even if the path was replaced
+            argv = tuple(a.decode(errors="surrogateescape") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1])
+        except (OSError, ValueError, IndexError):
+            return None
+        ancestors = []
+        p = ppid
+        for _ in range(32):
+            if p <= 1:
+                break
+            try:
+                ancestors.append((os.readlink(f"/proc/{p}/exe"), self._hash(f"/proc/{p}/exe")))
+                p = int(Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                break
+        c = Caller(pid, uid, exe, digest, argv, tuple(ancestors))
+        with self._lock:
+            if len(self._callers) > 4096:
+                self._callers.clear()
+            self._callers[key] = c
+        return c
+
+    # -- verdicts ------------------------------------------------------------------------
+    def allowed(self, pid: int, rel_path: str, write: bool) -> bool:
+        """May process ``pid`` reach ``rel_path`` (read, or write too)?  Logs denials."""
+        if not self.active:
+            return True
+        if self.broken is not None:
+            log.warning("denied pid %d: access rules do not verify", pid)
+            return False
+        assert self.rules is not None
+        c = self.caller(pid)
+        if c is None:
+            return False
+        if any(self._matches(r, c, rel_path, write) for r in self.rules.rules):
+            return True
+        self._denied(c, rel_path, write)
+        return self.rules.mode == "permissive"
+
+    @staticmethod
+    def _matches(r: Rule, c: Caller, rel_path: str, write: bool) -> bool:
+        if write and r.mode != "rw":
+            return False
+        if r.uid is not None and r.uid != c.uid:
+            return False
+        if not r.covers(rel_path, write):
+            return False
+        if c.exe == r.program and c.sha256 == r.sha256:
+            return list(c.argv[1 : 1 + len(r.args_prefix)]) == r.args_prefix
+        if c.exe in r.children:  # a listed child: its parents up to the program must be listed children too
+            for exe, digest in c.ancestors:
+                if exe == r.program and digest == r.sha256:
+                    return True
+                if exe not in r.children:
+                    return False
+        return False
+
+    def _denied(self, c: Caller, rel_path: str, write: bool) -> None:
+        path_class = os.path.dirname(rel_path) or "."
+        key = (c.exe + "\0" + c.sha256, path_class)
+        if key in self._logged:
+            return
+        if len(self._logged) > 10_000:
+            self._logged.clear()
+        self._logged.add(key)
+        assert self.rules is not None
+        verb = "would deny" if self.rules.mode == "permissive" else "denied"
+        log.warning(
+            "%s: %s (uid %d, sha256 %s) %s %s/", verb, c.exe, c.uid, c.sha256[:16], "write" if write else "read", path_class
+        )
+        if self.learn_log is not None:
+            entry = {
+                "exe": c.exe,
+                "sha256": c.sha256,
+                "uid": c.uid,
+                "argv": list(c.argv),
+                "path_class": path_class,
+                "write": write,
+                "at": time.time(),
+            }
+            try:
+                fd = os.open(self.learn_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                try:
+                    os.write(fd, (json.dumps(entry) + "\n").encode())
+                finally:
+                    os.close(fd)
+            except OSError:
+                pass
+
+
+def learn_log_path(volume_id: bytes) -> Path:
+    """Where a mount records what its access rules denied (or would have): root-only, off the disk."""
+    return Path("/run/strongroom") / f"acl-{b64u(volume_id)}.jsonl"
+
+
+def propose(entries: list[dict[str, Any]]) -> list[Rule]:
+    """Rules that would have allowed the logged denials: one per program and path class."""
+    out: dict[tuple[str, str, str], Rule] = {}
+    for e in entries:
+        path = "**" if e["path_class"] == "." else e["path_class"] + "/**"
+        key = (e["exe"], e["sha256"], path)
+        r = out.get(key)
+        if r is None:
+            out[key] = Rule(id="", program=e["exe"], sha256=e["sha256"], path=path, mode="rw" if e["write"] else "r")
+        elif e["write"]:
+            r.mode = "rw"
+    return list(out.values())

@@ -1,0 +1,164 @@
+"""Process-based access control through a real mount, with real programs: allowed and refused
+binaries, copies with the same hash, interpreters and their scripts, children, tampered rules,
+permissive mode and learn."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from strongroom.fs import acl
+from tests.fs.mounts import Mount
+from tests.serverproc import cli
+
+CAT, HEAD, BASH = "/usr/bin/cat", "/usr/bin/head", "/usr/bin/bash"
+PYTHON = os.path.realpath(sys.executable)
+
+
+@pytest.fixture
+def vol(tmp_path: Path) -> Iterator[Mount]:
+    m = Mount(tmp_path).init().start()
+    (m.mnt / "db").mkdir()
+    (m.mnt / "db" / "data").write_text("secret rows\n")
+    (m.mnt / "app.log").write_text("log line\n")
+    m.stop()
+    yield m
+    m.stop()
+
+
+def _acl(m: Mount, *args: str) -> subprocess.CompletedProcess[bytes]:
+    r = cli("acl", *args, "--passphrase-file", str(m.pwfile))
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def _run(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), capture_output=True, text=True, cwd=cwd, timeout=30)
+
+
+def _refused(r: subprocess.CompletedProcess[str]) -> bool:
+    return r.returncode != 0 and "Permission denied" in (r.stderr + r.stdout)
+
+
+def test_only_the_listed_binary_at_its_path_reads(vol: Mount, tmp_path: Path) -> None:
+    _acl(vol, "add", str(vol.lower), "--allow", CAT, "--mode", "r")
+    vol.start()
+    data = vol.mnt / "db" / "data"
+    r = _run(CAT, str(data))
+    assert r.returncode == 0 and r.stdout == "secret rows\n"
+    assert _refused(_run(HEAD, str(data)))  # a different binary, right after an allowed read
+    copy = tmp_path / "cat-copy"
+    shutil.copy2(CAT, copy)  # the same bytes, the same hash, another path
+    assert _refused(_run(str(copy), str(data)))
+    assert _refused(_run(BASH, "-c", f"echo x > {vol.mnt}/db/new"))  # and no one else writes
+    r = _run(BASH, "-c", f"cat {data} > /dev/null; true")  # cat, but started by bash: still cat
+    assert r.returncode == 0
+
+
+def test_write_mode_uid_and_paths(vol: Mount) -> None:
+    _acl(vol, "add", str(vol.lower), "--allow", BASH, "--path", "db/**", "--mode", "rw")
+    vol.start()
+    assert _run(BASH, "-c", f"echo more >> {vol.mnt}/db/data").returncode == 0
+    assert _refused(_run(BASH, "-c", f"cat < {vol.mnt}/app.log"))  # outside db/**
+    r = _run(BASH, "-c", f"read line < {vol.mnt}/db/data; echo $line")
+    assert r.returncode == 0 and r.stdout.strip() == "secret rows"
+
+
+def test_interpreter_needs_the_listed_script(vol: Mount, tmp_path: Path) -> None:
+    good, bad = tmp_path / "allowed.py", tmp_path / "other.py"
+    code = f"print(open({str(vol.mnt / 'db' / 'data')!r}).read(), end='')\n"
+    good.write_text(code)
+    bad.write_text(code)
+    _acl(vol, "add", str(vol.lower), "--allow", PYTHON, "--args-prefix", str(good), "--mode", "r")
+    vol.start()
+    r = _run(PYTHON, str(good))
+    assert r.returncode == 0 and r.stdout == "secret rows\n", r.stderr
+    r = _run(PYTHON, str(bad))
+    assert r.returncode != 0 and "PermissionError" in r.stderr
+
+
+def test_children_only_with_children(vol: Mount) -> None:
+    script = f"cat {vol.mnt}/db/data; true"  # "; true" keeps bash from exec'ing cat
+    _acl(vol, "add", str(vol.lower), "--allow", BASH, "--mode", "r")
+    vol.start()
+    r = _run(BASH, "-c", script)
+    assert "Permission denied" in r.stderr and r.stdout == ""  # bash may, cat (its child) may not
+    vol.stop()
+    _acl(vol, "add", str(vol.lower), "--allow", BASH, "--mode", "r", "--children", CAT)
+    vol.start()
+    r = _run(BASH, "-c", script)
+    assert r.returncode == 0 and r.stdout == "secret rows\n", r.stderr
+    assert _refused(_run(CAT, str(vol.mnt / "db" / "data")))  # cat on its own is still refused
+
+
+def test_tampered_rules_refuse_the_mount_and_everything_while_mounted(vol: Mount) -> None:
+    _acl(vol, "add", str(vol.lower), "--allow", CAT, "--mode", "r")
+    rules = vol.lower / acl.RULES_FILE
+    saved = rules.read_text()
+    vol.start()
+    assert _run(CAT, str(vol.mnt / "db" / "data")).returncode == 0
+    tampered = json.loads(saved)
+    tampered["rules"][0]["program"] = HEAD  # allow another program, without the key
+    rules.write_text(json.dumps(tampered))
+    time.sleep(acl.RELOAD_CHECK_S + 0.2)
+    assert _refused(_run(CAT, str(vol.mnt / "db" / "data")))  # refused everything
+    assert _refused(_run(HEAD, str(vol.mnt / "db" / "data")))
+    vol.stop()
+    assert "access rules refused" in vol.log.read_text()
+    r = cli("fs", "mount", str(vol.lower), str(vol.mnt), "--passphrase-file", str(vol.pwfile))
+    assert r.returncode == 1 and b"refusing to mount" in r.stderr and b"MAC does not verify" in r.stderr
+    rules.write_text(saved)
+
+
+def test_rule_changes_apply_without_remounting(vol: Mount) -> None:
+    _acl(vol, "add", str(vol.lower), "--allow", CAT, "--mode", "r")
+    vol.start()
+    assert _refused(_run(HEAD, str(vol.mnt / "app.log")))
+    _acl(vol, "add", str(vol.mnt), "--allow", HEAD, "--mode", "r")  # by mountpoint, while mounted
+    time.sleep(acl.RELOAD_CHECK_S + 0.2)
+    assert _run(HEAD, str(vol.mnt / "app.log")).returncode == 0
+    listing = json.loads(_acl(vol, "ls", str(vol.mnt), "--json").stdout)
+    assert [r["program"] for r in listing["rules"]] == [CAT, HEAD]
+    _acl(vol, "rm", str(vol.mnt), "r2")
+    time.sleep(acl.RELOAD_CHECK_S + 0.2)
+    assert _refused(_run(HEAD, str(vol.mnt / "app.log")))
+
+
+def test_permissive_logs_and_allows_then_learn_proposes_the_rules(vol: Mount) -> None:
+    _acl(vol, "add", str(vol.lower), "--allow", CAT, "--mode", "r")
+    _acl(vol, "mode", str(vol.lower), "permissive")
+    vol.start()
+    r = _run(HEAD, str(vol.mnt / "db" / "data"))
+    assert r.returncode == 0 and r.stdout == "secret rows\n"  # allowed, but logged
+    learned = json.loads(_acl(vol, "learn", str(vol.mnt), "--json").stdout)
+    assert {(p["program"], p["path"], p["mode"]) for p in learned["proposed"]} >= {(HEAD, "db/**", "r")}
+    _acl(vol, "learn", str(vol.mnt), "--apply")
+    _acl(vol, "mode", str(vol.mnt), "enforcing")
+    time.sleep(acl.RELOAD_CHECK_S + 0.2)
+    assert _run(HEAD, str(vol.mnt / "db" / "data")).returncode == 0  # the learned rule lets it pass
+    assert _refused(_run(BASH, "-c", f"cat < {vol.mnt}/db/data"))
+    vol.stop()
+    assert "would deny: /usr/bin/head" in vol.log.read_text()
+
+
+def test_update_fingerprints_after_an_upgrade(vol: Mount, tmp_path: Path) -> None:
+    tool = tmp_path / "tool"
+    shutil.copy2(CAT, tool)
+    _acl(vol, "add", str(vol.lower), "--allow", str(tool), "--mode", "r")
+    vol.start()
+    assert _run(str(tool), str(vol.mnt / "app.log")).returncode == 0
+    shutil.copy2(HEAD, tool)  # "upgraded": same path, new bytes
+    assert _refused(_run(str(tool), str(vol.mnt / "app.log")))
+    r = cli("acl", "update-fingerprints", str(vol.mnt), "--yes", "--json", "--passphrase-file", str(vol.pwfile))
+    out = json.loads(r.stdout)
+    assert r.returncode == 0 and out["applied"] and out["changes"][0]["program"] == str(tool)
+    time.sleep(acl.RELOAD_CHECK_S + 0.2)
+    assert _run(str(tool), str(vol.mnt / "app.log")).returncode == 0
