@@ -139,6 +139,7 @@ class Enforcer:
         self._lock = threading.Lock()
         self._hashes: dict[tuple[int, int, int, int, int], str] = {}
         self._callers: dict[tuple[int, ...], Caller] = {}
+        self._verdicts: dict[tuple[Any, ...], bool] = {}
         self._logged: set[tuple[str, str]] = set()
         self._stamp: tuple[int, int, int] | None = None
         self._checked = 0.0
@@ -187,7 +188,9 @@ class Enforcer:
                 self._hashes[key] = digest
         return digest
 
-    def caller(self, pid: int) -> Caller | None:
+    @staticmethod
+    def identity(pid: int) -> tuple[int, ...] | None:
+        """pid, start time, the running image's identity and the uid: an exec or a setuid changes it."""
         try:
             stat_fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             start, ppid = int(stat_fields[19]), int(stat_fields[1])
@@ -195,8 +198,13 @@ class Enforcer:
             uid = os.stat(f"/proc/{pid}").st_uid
         except (OSError, ValueError, IndexError):
             return None  # the process is gone
-        # pid, start time, the running image's identity and the uid: an exec or a setuid changes the key
-        key = (pid, start, est.st_dev, est.st_ino, est.st_size, est.st_mtime_ns, est.st_ctime_ns, uid)
+        return (pid, start, est.st_dev, est.st_ino, est.st_size, est.st_mtime_ns, est.st_ctime_ns, uid, ppid)
+
+    def caller(self, pid: int, key: tuple[int, ...] | None = None) -> Caller | None:
+        key = key or self.identity(pid)
+        if key is None:
+            return None
+        uid, ppid = key[7], key[8]
         cached = self._callers.get(key)
         if cached is not None:
             return cached
@@ -232,13 +240,25 @@ class Enforcer:
             log.warning("denied pid %d: access rules do not verify", pid)
             return False
         assert self.rules is not None
-        c = self.caller(pid)
+        ident = self.identity(pid)
+        if ident is None:
+            return False
+        vkey = (ident, self.rules.serial, rel_path, write)
+        verdict = self._verdicts.get(vkey)
+        if verdict is not None:
+            return verdict
+        c = self.caller(pid, ident)
         if c is None:
             return False
-        if any(self._matches(r, c, rel_path, write) for r in self.rules.rules):
-            return True
-        self._denied(c, rel_path, write)
-        return self.rules.mode == "permissive"
+        verdict = any(self._matches(r, c, rel_path, write) for r in self.rules.rules)
+        if not verdict:
+            self._denied(c, rel_path, write)
+            verdict = self.rules.mode == "permissive"
+        with self._lock:
+            if len(self._verdicts) > 65536:
+                self._verdicts.clear()
+            self._verdicts[vkey] = verdict  # keyed by the process's identity and the rules' serial, never pid alone
+        return verdict
 
     @staticmethod
     def _matches(r: Rule, c: Caller, rel_path: str, write: bool) -> bool:

@@ -1,0 +1,120 @@
+"""The access-control benchmark (issue 4): open()+read()+close() of a small file through a mount
+with no rules, 20 rules and 200 rules (the last one allowing this benchmark's interpreter), same
+volume, one run; median of rounds.
+
+    .venv/bin/python bench/acl.py [--quick] [--out bench-results/acl.json]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from strongroom.fs import acl, mount
+from strongroom.fs.volume import init_volume, unlock
+
+PASSPHRASE = "benchmark passphrase"  # noqa: S105 - a throwaway volume
+
+
+def _mount(vol: Path, mnt: Path, pw: Path) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "strongroom.cli.main",
+            "fs",
+            "mount",
+            str(vol),
+            str(mnt),
+            "--foreground",
+            "--passphrase-file",
+            str(pw),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while mount.mounted_at(mnt) is None:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("mount did not come up")
+        time.sleep(0.02)
+    return proc
+
+
+def _umount(mnt: Path, proc: subprocess.Popen[bytes]) -> None:
+    subprocess.run(["fusermount3", "-u", str(mnt)], check=False)
+    proc.wait(30)
+
+
+def _rules(n: int) -> acl.RuleSet:
+    me = os.path.realpath(sys.executable)
+    rules = [
+        acl.Rule(id=f"r{i}", program=f"/usr/bin/other-{i}", sha256=os.urandom(32).hex(), path=f"dir{i}/**", mode="r")
+        for i in range(n - 1)
+    ]
+    rules.append(acl.Rule(id=f"r{n}", program=me, sha256=acl.sha256_file(me), mode="r"))
+    return acl.RuleSet(rules=rules)
+
+
+def run(quick: bool = False, progress: Any = print) -> dict[str, Any]:
+    n_ops = 300 if quick else 2000
+    rounds = 3 if quick else 7
+    report: dict[str, Any] = {"quick": quick, "ops_per_round": n_ops, "rounds": rounds, "rows": []}
+    with tempfile.TemporaryDirectory(prefix="strongroom-aclbench-", dir="/var/tmp") as tmp:
+        root = Path(tmp)
+        vol, mnt, pw = root / "vol", root / "mnt", root / "pw"
+        mnt.mkdir()
+        pw.write_text(PASSPHRASE)
+        init_volume(vol, PASSPHRASE)
+        keys = unlock(vol, lambda: PASSPHRASE)
+        proc = _mount(vol, mnt, pw)
+        (mnt / "small").write_bytes(os.urandom(3000))
+        _umount(mnt, proc)
+        for n in (0, 20, 200):
+            (vol / acl.RULES_FILE).unlink(missing_ok=True)
+            if n:
+                acl.save_rules(vol, keys.rules_mac, _rules(n))
+            proc = _mount(vol, mnt, pw)
+            try:
+                progress(f"{n} rules")
+                path = str(mnt / "small")
+                samples = []
+                for _ in range(rounds):
+                    t = time.perf_counter()
+                    for _ in range(n_ops):
+                        fd = os.open(path, os.O_RDONLY)
+                        os.read(fd, 4096)
+                        os.close(fd)
+                    samples.append((time.perf_counter() - t) / n_ops * 1e6)
+                report["rows"].append({"rules": n, "us_per_open_read": round(statistics.median(samples), 1)})
+            finally:
+                _umount(mnt, proc)
+    base = report["rows"][0]["us_per_open_read"]
+    for row in report["rows"]:
+        row["vs_no_rules"] = round(row["us_per_open_read"] / base, 3)
+    report["target_met"] = report["rows"][1]["vs_no_rules"] <= 1.10
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", type=Path, default=Path("bench-results/acl.json"))
+    args = ap.parse_args(argv)
+    report = run(args.quick)
+    print("| rules | µs per open+read+close (median) | vs no rules |\n|---|---|---|")
+    for r in report["rows"]:
+        print(f"| {r['rules']} | {r['us_per_open_read']} | {r['vs_no_rules']} |")
+    print(f"20 rules add <= 10 %: {'met' if report['target_met'] else 'MISSED'}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
