@@ -160,3 +160,26 @@ def admin_options(f: F) -> F:
 def console() -> Console:
     # Tables piped to a file or a pager keep their full width instead of 80 columns.
     return Console() if sys.stdout.isatty() else Console(width=200)
+
+
+class progress_bar:
+    """A rich progress bar on stderr for long work, when stderr is a terminal and ``total`` is at
+    least ``minimum``; used as ``with progress_bar(what, total) as advance: advance(n)``."""
+
+    def __init__(self, what: str, total: int, minimum: int = 100) -> None:
+        self.what, self.total, self.minimum = what, total, minimum
+        self.bar: Any = None
+
+    def __enter__(self) -> Callable[[int], None]:
+        if sys.stderr.isatty() and self.total >= self.minimum:
+            from rich.progress import Progress
+
+            self.bar = Progress(transient=True)
+            self.bar.start()
+            task = self.bar.add_task(self.what, total=self.total)
+            return lambda k: self.bar.advance(task, k)
+        return lambda k: None
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()

@@ -1,7 +1,5 @@
-"""`strongroom fs ...`: volumes (init) and standalone encrypted files (encrypt, decrypt).
-
-Mounting (issue 3's FUSE front end) is not built yet; the format and its layers are.
-"""
+"""`strongroom fs ...`: encrypted volumes (init, mount, umount, move, fsck, cat, rotate,
+reencrypt) and standalone encrypted files (encrypt, decrypt).  The work is in strongroom.fs."""
 
 from __future__ import annotations
 
@@ -20,6 +18,7 @@ from strongroom.cli.common import (
     open_client,
     passphrase_option,
     profile_option,
+    progress_bar,
     read_passphrase,
 )
 
@@ -470,10 +469,8 @@ def fs_rotate(
     Example:
       strongroom fs rotate /srv/vault --recovery-passphrase-file recovery.pw
     """
-    from strongroom.crypto.kdf import Argon2Params, passphrase_key
     from strongroom.fs import mount, rotate
-    from strongroom.fs.config import ConfigError, VolumeConfig
-    from strongroom.fs.names import unb64u
+    from strongroom.fs.config import ConfigError, VolumeConfig, passphrase_source_key
 
     if (where := mount.volume_mounted(volume)) is not None:
         raise CliError(f"{volume} is mounted at {where}: unmount it first")
@@ -487,8 +484,6 @@ def fs_rotate(
                 return bytes(client.get(source["deposit"], owner=owner))
             finally:
                 client.close()
-        kdf = source["kdf"]
-        params = Argon2Params(unb64u(kdf["salt"]), int(kdf["memory_kib"]), int(kdf["iterations"]), int(kdf["lanes"]))
         if source.get("role") == "recovery":
             if recovery_passphrase_file is None and not sys.stdin.isatty():
                 raise CliError(
@@ -497,7 +492,7 @@ def fs_rotate(
             pw = read_passphrase(recovery_passphrase_file, what="Recovery passphrase")
         else:
             pw = read_passphrase(passphrase_file, what="Volume passphrase")
-        return passphrase_key(pw, params)
+        return passphrase_source_key(source, pw)
 
     def checked(source: dict[str, Any]) -> bytes:
         key = source_key(source)
@@ -510,7 +505,7 @@ def fs_rotate(
         return key
 
     total = sum(1 for _ in rotate._lower_entries(volume))
-    with _progress_bar("re-wrapping keys", total) as advance:
+    with progress_bar("re-wrapping keys", total) as advance:
         result = rotate.rotate(volume, checked, advance)
     out = {"volume": str(volume), "headers": result.headers, "symlinks": result.symlinks, "already_rotated": result.already}
     emit(
@@ -518,26 +513,6 @@ def fs_rotate(
         as_json,
         lambda o: click.echo(f"rotated: {o['headers']} file headers and {o['symlinks']} symlinks re-wrapped under a new key"),
     )
-
-
-class _progress_bar:
-    def __init__(self, what: str, total: int) -> None:
-        self.what, self.total = what, total
-        self.bar: Any = None
-
-    def __enter__(self) -> Any:
-        if sys.stderr.isatty() and self.total > 100:
-            from rich.progress import Progress
-
-            self.bar = Progress(transient=True)
-            self.bar.start()
-            task = self.bar.add_task(self.what, total=self.total)
-            return lambda k: self.bar.advance(task, k)
-        return lambda k: None
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.stop()
 
 
 @fs.command("reencrypt")
@@ -563,7 +538,7 @@ def fs_reencrypt(
         raise CliError(f"{volume} is mounted at {where}: unmount it first")
     keys = _volume_keys(volume, passphrase_file, profile)
     total = sum(1 for _ in rotate._lower_entries(volume))
-    with _progress_bar("re-encrypting", total) as advance:
+    with progress_bar("re-encrypting", total) as advance:
         result = reencrypt.reencrypt(volume, keys, advance)
     out = {
         "volume": str(volume),
@@ -609,7 +584,7 @@ def fs_move(path: Path, target: Path, as_json: bool) -> None:
     dest = target if target.resolve() != mp else mp / path.name
     total = sum(p.lstat().st_size for p in path.rglob("*")) if path.is_dir() and not path.is_symlink() else 0
     try:
-        with _progress_bar("moving", total) as advance:
+        with progress_bar("moving", total) as advance:
             result = move(path, dest, advance)
     except MoveError as e:
         raise CliError(str(e)) from None

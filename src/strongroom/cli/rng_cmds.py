@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from strongroom.cli.common import CliError, Group, emit, json_option, profile_option
+from strongroom.cli.common import CliError, Group, emit, json_option, profile_option, progress_bar
 
 SOURCE_HELP = "getrandom, rdrand, rdseed, hwrng (or hwrng:PATH for another device, file or pipe), remote"
 PIECE = 1 << 20
@@ -63,7 +63,7 @@ def rng_test(
     if source is not None:
         src = _open(source, profile)
         label = f"{src.name}, {n} bytes"
-        with _progress(f"reading {src.name}", n) as advance:
+        with progress_bar(f"reading {src.name}", n, minimum=16 * PIECE) as advance:
             left = n
             try:
                 while left:
@@ -106,28 +106,6 @@ def rng_test(
     emit(out, as_json, human)
     if f.failures or f.blocks == 0:
         sys.exit(1)
-
-
-class _progress:
-    """A rich progress bar on stderr for long reads, when stderr is a terminal."""
-
-    def __init__(self, what: str, total: int) -> None:
-        self.what, self.total = what, total
-        self.bar: Any = None
-
-    def __enter__(self) -> Any:
-        if sys.stderr.isatty() and self.total >= 16 * PIECE:
-            from rich.progress import Progress
-
-            self.bar = Progress(transient=True)
-            self.bar.start()
-            task = self.bar.add_task(self.what, total=self.total)
-            return lambda k: self.bar.advance(task, k)
-        return lambda k: None
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.stop()
 
 
 @rng.command("status")

@@ -49,6 +49,16 @@ def passphrase_source(kek: bytes, volume_id: bytes, passphrase: str, role: str =
     }
 
 
+def passphrase_source_key(source: dict[str, Any], passphrase: str) -> bytes:
+    """The source key of a passphrase key source: Argon2id with the parameters stored in it."""
+    try:
+        kdf = source["kdf"]
+        params = Argon2Params(unb64u(kdf["salt"]), int(kdf["memory_kib"]), int(kdf["iterations"]), int(kdf["lanes"]))
+    except (KeyError, TypeError, ValueError):
+        raise ConfigError("passphrase key source is corrupt") from None
+    return passphrase_key(passphrase, params)
+
+
 def trustee_source(
     kek: bytes, volume_id: bytes, servers: list[str], owner: str, deposit: str, source_key: bytes
 ) -> dict[str, Any]:
@@ -196,13 +206,8 @@ class VolumeConfig:
         if not found:
             raise ConfigError("this volume has no passphrase key source")
         for source in sorted(found, key=lambda s: s.get("role") != "primary"):
-            kdf = source.get("kdf", {})
             try:
-                params = Argon2Params(unb64u(kdf["salt"]), int(kdf["memory_kib"]), int(kdf["iterations"]), int(kdf["lanes"]))
-            except (KeyError, TypeError, ValueError):
-                raise ConfigError("passphrase key source is corrupt") from None
-            try:
-                return self.unlock_with_source_key(source, passphrase_key(passphrase, params))
+                return self.unlock_with_source_key(source, passphrase_source_key(source, passphrase))
             except keys.WrongKey:
                 continue
         raise ConfigError("wrong passphrase")

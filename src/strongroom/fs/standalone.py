@@ -12,9 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
-from strongroom.crypto.kdf import Argon2Params, passphrase_key
 from strongroom.fs import content
-from strongroom.fs.config import ConfigError, kek_aad, passphrase_source
+from strongroom.fs.config import ConfigError, kek_aad, passphrase_source, passphrase_source_key
 from strongroom.fs.keys import WrongKey, open_sealed
 from strongroom.fs.names import b64u, unb64u
 
@@ -120,12 +119,12 @@ def kek_from_passphrase(env: Envelope, passphrase: str) -> bytes:
     if not source or source.get("type") != "passphrase":
         raise ConfigError("this file is not keyed by a passphrase")
     try:
-        kdf = source["kdf"]
-        params = Argon2Params(unb64u(kdf["salt"]), int(kdf["memory_kib"]), int(kdf["iterations"]), int(kdf["lanes"]))
         sealed = unb64u(source["sealed_kek"])
     except (KeyError, TypeError, ValueError):
         raise NotStandalone("corrupt key source in the envelope") from None
     try:
-        return open_sealed(passphrase_key(passphrase, params), kek_aad(env.volume_id, "passphrase"), sealed, "the file key")
+        return open_sealed(
+            passphrase_source_key(source, passphrase), kek_aad(env.volume_id, "passphrase"), sealed, "the file key"
+        )
     except WrongKey:
         raise ConfigError("wrong passphrase") from None
