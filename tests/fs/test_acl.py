@@ -162,3 +162,49 @@ def test_update_fingerprints_after_an_upgrade(vol: Mount, tmp_path: Path) -> Non
     assert r.returncode == 0 and out["applied"] and out["changes"][0]["program"] == str(tool)
     time.sleep(acl.RELOAD_CHECK_S + 0.2)
     assert _run(str(tool), str(vol.mnt / "app.log")).returncode == 0
+
+
+def test_denials_reach_the_key_servers_audit_log_and_wait_while_it_is_down(tmp_path: Path) -> None:
+    from tests.serverproc import Deployment
+
+    (tmp_path / "srv").mkdir()
+    d = Deployment(tmp_path / "srv", None)
+    m = Mount(tmp_path)
+    try:
+        d.start()
+        d.register("acl-host")
+        profile = str(d.root / "profiles" / "acl-host")
+        r = cli("fs", "init", str(m.lower), "--key-server", "--profile", profile)
+        assert r.returncode == 0, r.stderr
+        r = cli("fs", "mount", str(m.lower), str(m.mnt), "--profile", profile)
+        assert r.returncode == 0, r.stderr
+        (m.mnt / "f").write_text("x")
+        cli("fs", "umount", str(m.mnt))
+        r = cli("acl", "add", str(m.lower), "--allow", CAT, "--mode", "r", "--profile", profile)
+        assert r.returncode == 0, r.stderr
+        r = cli("fs", "mount", str(m.lower), str(m.mnt), "--profile", profile)
+        assert r.returncode == 0, r.stderr
+        for _ in range(3):
+            assert _refused(_run(HEAD, str(m.mnt / "f")))
+        admin = d.admin()
+        deadline = time.monotonic() + 20
+        found: list[dict] = []
+        while not found and time.monotonic() < deadline:
+            found = [e for e in admin.audit_tail(limit=200) if e["action"] == "acl.denial"]
+            time.sleep(0.3)
+        assert found and found[0]["detail"]["program"] == HEAD and found[0]["outcome"] == "denied"
+        assert sum(e["detail"]["count"] for e in found) >= 3  # every denial counted, batched
+        d.servers[0].stop()  # unreachable: denials wait in the spool, file I/O goes on
+        assert _refused(_run(HEAD, str(m.mnt / "f")))
+        spool = next(Path("/run/strongroom").glob("acl-*.spool.jsonl"), None)
+        deadline = time.monotonic() + 20
+        while spool is None and time.monotonic() < deadline:
+            time.sleep(0.3)
+            spool = next(Path("/run/strongroom").glob("acl-*.spool.jsonl"), None)
+        assert spool is not None and HEAD in spool.read_text()
+        assert _run(CAT, str(m.mnt / "f")).stdout == "x"
+    finally:
+        cli("fs", "umount", str(m.mnt))
+        for p in Path("/run/strongroom").glob("acl-*.spool.jsonl"):
+            p.unlink()
+        d.close()

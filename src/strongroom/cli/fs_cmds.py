@@ -268,12 +268,22 @@ def fs_mount(
     if not mountpoint.is_dir():
         raise CliError(f"{mountpoint} is not a directory")
     keys = _volume_keys(volume, passphrase_file, profile)  # fails here, in the caller's terminal, if refused
+    report_to = (lambda: open_client(profile)) if cfg.sources("trustee") else None
     if foreground:
         import logging
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
         try:
-            mount.run(volume, mountpoint, keys, cfg.long_name_max, allow_other, read_only, attr_timeout=attr_timeout)
+            mount.run(
+                volume,
+                mountpoint,
+                keys,
+                cfg.long_name_max,
+                allow_other,
+                read_only,
+                attr_timeout=attr_timeout,
+                report_to=report_to,
+            )
         except mount.MountError as e:
             raise CliError(str(e)) from None
         return
@@ -298,7 +308,15 @@ def fs_mount(
             os.close(write_end)
 
         mount.run(
-            volume, mountpoint, keys, cfg.long_name_max, allow_other, read_only, on_mounted=mounted, attr_timeout=attr_timeout
+            volume,
+            mountpoint,
+            keys,
+            cfg.long_name_max,
+            allow_other,
+            read_only,
+            on_mounted=mounted,
+            attr_timeout=attr_timeout,
+            report_to=report_to,
         )
     except BaseException as e:  # noqa: BLE001 - reported through the pipe, the daemon then leaves
         try:

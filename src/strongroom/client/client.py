@@ -230,6 +230,10 @@ class Client:
         body = self._policy(readers, expires_at, not_before, max_retrievals)
         return dict(self._json("PUT", f"/v1/deposits/{name}/policy", json_body=body))
 
+    def report_acl_denials(self, events: Records) -> int:
+        """Send access-control denials seen by this host's mounts to the server's audit log."""
+        return int(self._json("POST", "/v1/events", json_body={"acl_denials": events})["recorded"])
+
     def entropy(self, n: int) -> bytes:
         return self._send("GET", "/v1/entropy", params={"bytes": n}).content
 

@@ -133,13 +133,14 @@ class Caller:
 class Enforcer:
     """Decides whether a calling process may reach a path, and reloads the rules when they change."""
 
-    def __init__(self, volume: Path, key: bytes, learn_log: Path | None = None) -> None:
+    def __init__(self, volume: Path, key: bytes, learn_log: Path | None = None, reporter: Any = None) -> None:
         self.volume = volume
+        self.reporter = reporter  # an acl_report.DenialReporter for volumes keyed by the server
         self._key = key
         self._lock = threading.Lock()
         self._hashes: dict[tuple[int, int, int, int, int], str] = {}
         self._callers: dict[tuple[int, ...], Caller] = {}
-        self._verdicts: dict[tuple[Any, ...], bool] = {}
+        self._verdicts: dict[tuple[Any, ...], tuple[bool, Caller | None]] = {}
         self._logged: set[tuple[str, str]] = set()
         self._stamp: tuple[int, int, int] | None = None
         self._checked = 0.0
@@ -244,8 +245,11 @@ class Enforcer:
         if ident is None:
             return False
         vkey = (ident, self.rules.serial, rel_path, write)
-        verdict = self._verdicts.get(vkey)
-        if verdict is not None:
+        cached = self._verdicts.get(vkey)
+        if cached is not None:
+            verdict, denied_caller = cached
+            if denied_caller is not None:
+                self._report(denied_caller, rel_path, write)  # every denial is reported, cached or not
             return verdict
         c = self.caller(pid, ident)
         if c is None:
@@ -253,12 +257,18 @@ class Enforcer:
         verdict = any(self._matches(r, c, rel_path, write) for r in self.rules.rules)
         if not verdict:
             self._denied(c, rel_path, write)
+            self._report(c, rel_path, write)
             verdict = self.rules.mode == "permissive"
         with self._lock:
             if len(self._verdicts) > 65536:
                 self._verdicts.clear()
-            self._verdicts[vkey] = verdict  # keyed by the process's identity and the rules' serial, never pid alone
+            # keyed by the process's identity and the rules' serial, never pid alone
+            self._verdicts[vkey] = (verdict, None if any(self._matches(r, c, rel_path, write) for r in self.rules.rules) else c)
         return verdict
+
+    def _report(self, c: Caller, rel_path: str, write: bool) -> None:
+        if self.reporter is not None and self.rules is not None:
+            self.reporter.add(c.exe, c.sha256, c.uid, os.path.dirname(rel_path) or ".", write, self.rules.mode == "enforcing")
 
     @staticmethod
     def _matches(r: Rule, c: Caller, rel_path: str, write: bool) -> bool:

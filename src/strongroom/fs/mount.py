@@ -149,6 +149,7 @@ def run(
     read_only: bool = False,
     on_mounted: Callable[[], None] | None = None,
     attr_timeout: float = TIMEOUT,
+    report_to: Callable[[], Any] | None = None,
 ) -> None:
     """Serve the mount in this process until it is unmounted or SIGTERM/SIGINT arrives."""
     import mfusepy
@@ -172,7 +173,14 @@ def run(
             raise MountError(f"refusing to mount: {e}") from None
         learn = acl.learn_log_path(keys.volume_id)
         learn.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        ops.acl = acl.Enforcer(volume, keys.rules_mac, learn)
+        reporter = None
+        if report_to is not None:  # a volume keyed by the server: denials go to its audit log too
+            from strongroom.fs.acl_report import DenialReporter
+            from strongroom.fs.names import b64u
+
+            vid = b64u(keys.volume_id)
+            reporter = DenialReporter(vid, report_to, learn.parent / f"acl-{vid}.spool.jsonl")
+        ops.acl = acl.Enforcer(volume, keys.rules_mac, learn, reporter)
         ops.context = mfusepy.fuse_get_context
         # The kernel would answer cached lookups and attributes without asking: on a volume with
         # access rules every lookup and stat reaches the daemon and its check.

@@ -51,6 +51,23 @@ class PutRequest(Strict):
     policy: PolicyModel | None = None
 
 
+class AclEventModel(Strict):
+    volume: str = Field(max_length=64, description="the volume id, base64url")
+    program: str = Field(max_length=4096)
+    sha256: str = Field(pattern="^[0-9a-f]{64}$")
+    uid: int = Field(ge=0, le=2**32 - 1)
+    path_class: str = Field(max_length=4096, description="the directory, relative to the volume root")
+    write: bool
+    enforced: bool = Field(description="false: permissive mode, the access was allowed")
+    count: int = Field(ge=1, le=2**31 - 1)
+    first_at: float
+    last_at: float
+
+
+class EventsRequest(Strict):
+    acl_denials: list[AclEventModel] = Field(max_length=500)
+
+
 class RegisterRequest(Strict):
     org: str = Field(max_length=64)
     auth_secret: str = Field(max_length=256)
@@ -333,6 +350,12 @@ def create_app(service: Service, agent: NodeAgent | None = None) -> FastAPI:
     @app.put("/v1/deposits/{name}/policy")
     async def set_policy(name: str, body: PolicyModel, request: Request) -> dict[str, Any]:
         return await signed(request, lambda ctx: service.set_policy(ctx, name, body.to_policy()))
+
+    @app.post("/v1/events")
+    async def events(body: EventsRequest, request: Request) -> dict[str, Any]:
+        """Access-control denials reported by this client's mounts, into the audit log."""
+        batch = [e.model_dump() for e in body.acl_denials]
+        return await signed(request, lambda ctx: service.record_acl_denials(ctx, batch))
 
     @app.get(
         "/v1/entropy",

@@ -477,6 +477,14 @@ class Service:
             raise Refused(NotFound("no such deposit of yours"))
         return dep
 
+    def record_acl_denials(self, ctx: Ctx, events: list[dict[str, Any]]) -> dict[str, Any]:
+        """Denials reported by a client's mounts (batched by the mount daemon), one audit entry each."""
+        for e in events:
+            outcome = "denied" if e["enforced"] else "would-deny"
+            detail = {k: e[k] for k in ("program", "sha256", "uid", "path_class", "write", "count", "first_at", "last_at")}
+            ctx.audit.append(ctx.client.id, "acl.denial", f"volume:{e['volume']}", outcome, **detail)
+        return {"recorded": len(events)}
+
     def delete(self, ctx: Ctx, name: str) -> dict[str, Any]:
         dep = self._own(ctx, name, "delete")
         ctx.tx.run("DELETE FROM deposit_versions WHERE deposit_id = ?", dep.id)
