@@ -254,8 +254,9 @@ class Enforcer:
         c = self.caller(pid, ident)
         if c is None:
             return False
-        verdict = any(self._matches(r, c, rel_path, write) for r in self.rules.rules)
-        if not verdict:
+        matched = any(self._matches(r, c, rel_path, write) for r in self.rules.rules)
+        verdict = matched
+        if not matched:
             self._denied(c, rel_path, write)
             self._report(c, rel_path, write)
             verdict = self.rules.mode == "permissive"
@@ -263,7 +264,7 @@ class Enforcer:
             if len(self._verdicts) > 65536:
                 self._verdicts.clear()
             # keyed by the process's identity and the rules' serial, never pid alone
-            self._verdicts[vkey] = (verdict, None if any(self._matches(r, c, rel_path, write) for r in self.rules.rules) else c)
+            self._verdicts[vkey] = (verdict, None if matched else c)
         return verdict
 
     def _report(self, c: Caller, rel_path: str, write: bool) -> None:
