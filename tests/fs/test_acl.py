@@ -70,6 +70,11 @@ def test_write_mode_uid_and_paths(vol: Mount) -> None:
     assert _refused(_run(BASH, "-c", f"cat < {vol.mnt}/app.log"))  # outside db/**
     r = _run(BASH, "-c", f"read line < {vol.mnt}/db/data; echo $line")
     assert r.returncode == 0 and r.stdout.strip() == "secret rows"
+    vol.stop()
+    _acl(vol, "rm", str(vol.lower), "r1")
+    _acl(vol, "add", str(vol.lower), "--allow", BASH, "--uid", "12345")  # the same program, another user
+    vol.start()
+    assert _refused(_run(BASH, "-c", f"cat < {vol.mnt}/db/data"))  # the tests run as root (uid 0)
 
 
 def test_interpreter_needs_the_listed_script(vol: Mount, tmp_path: Path) -> None:

@@ -133,6 +133,15 @@ class _Output:
             self.f.close()
             Path(self.tmp).unlink(missing_ok=True)
 
+    def __enter__(self) -> IO[bytes]:
+        return self.f
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
 
 def _volume_keys(volume: Path, passphrase_file: Path | None, profile: Path | None) -> Any:
     from strongroom.fs.volume import unlock
@@ -169,18 +178,12 @@ def fs_encrypt(
 
     vk = _volume_keys(volume, passphrase_file, profile) if volume is not None else None
     pw = None if vk is not None else read_passphrase(passphrase_file, confirm=True, what="File passphrase")
-    with _open_in(source) as src:
-        dst = _Output(out)
-        try:
-            if vk is not None:
-                standalone.encrypt_stream(src, dst.f, vk.volume_id, vk.kek, None)
-            else:
-                assert pw is not None
-                standalone.encrypt_with_passphrase(src, dst.f, pw)
-        except BaseException:
-            dst.abort()
-            raise
-        dst.commit()
+    with _open_in(source) as src, _Output(out) as dst:
+        if vk is not None:
+            standalone.encrypt_stream(src, dst, vk.volume_id, vk.kek, None)
+        else:
+            assert pw is not None
+            standalone.encrypt_with_passphrase(src, dst, pw)
 
 
 @fs.command("decrypt")
@@ -213,14 +216,8 @@ def fs_decrypt(
             return bytes(vk.kek)
         return standalone.kek_from_passphrase(env, read_passphrase(passphrase_file, what="File passphrase"))
 
-    with _open_in(source) as src:
-        dst = _Output(out)
-        try:
-            standalone.decrypt_stream(src, dst.f, kek_for)
-        except BaseException:
-            dst.abort()
-            raise
-        dst.commit()
+    with _open_in(source) as src, _Output(out) as dst:
+        standalone.decrypt_stream(src, dst, kek_for)
 
 
 @fs.command("mount")
@@ -522,7 +519,7 @@ def fs_rotate(
             ) from None
         return key
 
-    total = sum(1 for _ in rotate._lower_entries(volume))
+    total = sum(1 for _ in rotate.lower_entries(volume))
     with progress_bar("re-wrapping keys", total) as advance:
         result = rotate.rotate(volume, checked, advance)
     out = {"volume": str(volume), "headers": result.headers, "symlinks": result.symlinks, "already_rotated": result.already}
@@ -555,7 +552,7 @@ def fs_reencrypt(
     if (where := mount.volume_mounted(volume)) is not None:
         raise CliError(f"{volume} is mounted at {where}: unmount it first")
     keys = _volume_keys(volume, passphrase_file, profile)
-    total = sum(1 for _ in rotate._lower_entries(volume))
+    total = sum(1 for _ in rotate.lower_entries(volume))
     with progress_bar("re-encrypting", total) as advance:
         result = reencrypt.reencrypt(volume, keys, advance)
     out = {

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from strongroom.fs import durable
 from strongroom.fs.names import b64u
 
 RULES_FILE = "strongroom.acl.json"
@@ -102,14 +103,7 @@ def save_rules(volume: Path, key: bytes, rs: RuleSet) -> None:
     rs.serial += 1
     body = json.loads(rs.canonical())
     body["mac"] = rs.mac(key)
-    tmp = volume / (RULES_FILE + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, (json.dumps(body, indent=2) + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, volume / RULES_FILE)
+    durable.replace_file(volume / RULES_FILE, (json.dumps(body, indent=2) + "\n").encode())
 
 
 def sha256_file(path: str) -> str:

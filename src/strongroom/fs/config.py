@@ -9,14 +9,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from strongroom.crypto.kdf import Argon2Params, passphrase_key
-from strongroom.fs import keys
+from strongroom.fs import durable, keys
 from strongroom.fs.names import LONG_NAME_MAX, b64u, unb64u
 
 CONFIG = "strongroom.volume.json"
@@ -114,20 +113,7 @@ class VolumeConfig:
 
     def save(self, volume: Path) -> None:
         """Replace the config atomically and durably."""
-        path = volume / CONFIG
-        tmp = volume / (CONFIG + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, (json.dumps(self.to_json(), indent=2) + "\n").encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        dfd = os.open(volume, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        durable.replace_file(volume / CONFIG, (json.dumps(self.to_json(), indent=2) + "\n").encode())
 
     @classmethod
     def load(cls, volume: Path) -> VolumeConfig:

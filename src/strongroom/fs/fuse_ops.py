@@ -18,7 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from strongroom.fs import content, names
+from strongroom.fs import content, durable, names
 from strongroom.fs.config import CONFIG
 from strongroom.fs.keys import VolumeKeys
 from strongroom.fs.volume import write_diriv
@@ -142,6 +142,14 @@ class VolumeOps:
         with self._lock:
             self._paths.clear()
             self._dirivs.clear()
+
+    def _new_entry(self, path: str) -> tuple[str, str]:
+        """(lower parent dir, lower name) for an entry about to be created; a long name's sidecar
+        is written (and fsync'd) first, so the entry never exists without it."""
+        lower_parent, name, full = self._entry(path)
+        if full is not None:
+            self._write_sidecar(lower_parent, name, full)
+        return lower_parent, name
 
     def _write_sidecar(self, lower_parent: str, name: str, full: str) -> None:
         path = os.path.join(lower_parent, name + names.LONG_SUFFIX)
@@ -292,9 +300,7 @@ class VolumeOps:
     def mkdir(self, path: str, mode: int) -> int:
         self._check(path, write=True)
         self._writable()
-        lower_parent, name, full = self._entry(path)
-        if full is not None:
-            self._write_sidecar(lower_parent, name, full)
+        lower_parent, name = self._new_entry(path)
         lower = os.path.join(lower_parent, name)
         os.mkdir(lower, mode | 0o300)  # the daemon must be able to write the tweak
         write_diriv(lower)  # durable before anything is created inside
@@ -321,11 +327,7 @@ class VolumeOps:
         return 0
 
     def fsyncdir(self, path: str, datasync: int, fh: int) -> int:
-        fd = os.open(self._lower(path), os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        durable.fsync_dir(self._lower(path))
         return 0
 
     # -- namespace -----------------------------------------------------------------------
@@ -344,9 +346,7 @@ class VolumeOps:
         self._check(new, write=True)
         self._writable()
         old_parent, old_name, _ = self._entry(old)
-        new_parent, new_name, new_full = self._entry(new)
-        if new_full is not None:
-            self._write_sidecar(new_parent, new_name, new_full)
+        new_parent, new_name = self._new_entry(new)
         os.rename(os.path.join(old_parent, old_name), os.path.join(new_parent, new_name))
         if (old_parent, old_name) != (new_parent, new_name):
             self._remove_sidecar(old_parent, old_name)
@@ -358,9 +358,7 @@ class VolumeOps:
         self._check(target, write=True)
         self._check(source, write=True)
         self._writable()
-        new_parent, new_name, full = self._entry(target)
-        if full is not None:
-            self._write_sidecar(new_parent, new_name, full)
+        new_parent, new_name = self._new_entry(target)
         os.link(self._lower(source), os.path.join(new_parent, new_name))
         return 0
 
@@ -368,15 +366,13 @@ class VolumeOps:
         """ln -s SOURCE TARGET: the link TARGET holds SOURCE, encrypted as a file (FORMAT.md §5)."""
         self._check(target, write=True)
         self._writable()
-        new_parent, new_name, full = self._entry(target)
         header = content.FileHeader.fresh()
         plain = os.fsencode(source)
         sealed = header.encode(self.keys.kek, self.keys.volume_id) + content.FileCipher(header).seal(0, plain)
         encoded = base64.urlsafe_b64encode(sealed).rstrip(b"=")
         if len(encoded) > 4095:
             raise _err(errno.ENAMETOOLONG)
-        if full is not None:
-            self._write_sidecar(new_parent, new_name, full)
+        new_parent, new_name = self._new_entry(target)
         os.symlink(encoded, os.path.join(new_parent, new_name))
         return 0
 
@@ -399,9 +395,7 @@ class VolumeOps:
         self._writable()
         if not stat.S_ISREG(mode) and not stat.S_ISFIFO(mode):
             raise _err(errno.EPERM)
-        lower_parent, name, full = self._entry(path)
-        if full is not None:
-            self._write_sidecar(lower_parent, name, full)
+        lower_parent, name = self._new_entry(path)
         os.mknod(os.path.join(lower_parent, name), mode, dev)
         return 0
 
@@ -442,9 +436,7 @@ class VolumeOps:
     def create(self, path: str, mode: int, flags: int = os.O_WRONLY) -> int:
         self._check(path, write=True)
         self._writable()
-        lower_parent, name, full = self._entry(path)
-        if full is not None:
-            self._write_sidecar(lower_parent, name, full)
+        lower_parent, name = self._new_entry(path)
         lower = os.path.join(lower_parent, name)
         fd = self._open_lower(lower, (flags | os.O_CREAT) & ~os.O_TRUNC, mode)
         if os.fstat(fd).st_size:
@@ -603,7 +595,7 @@ class VolumeOps:
         out = self._scratch("sealed", content.sealed_size(len(data)))
         n = cipher.seal_into(first, data, out)
         start = content.block_offset(first)
-        lower_end = os.fstat(h.fd).st_size
+        lower_end = content.lower_size(size)  # `size` is the file's plaintext size: no second fstat
         # What lies past the end is written first: if the disk fills, the file is cut back to its
         # old end before anything was rewritten in place, so no block is ever left half old.
         split = min(n, max(0, lower_end - start))

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from strongroom.fs import durable
+
 
 class MoveError(Exception):
     pass
@@ -42,12 +44,7 @@ def _aside(src: Path) -> Path:
 
 
 def _save(journal: Path, state: dict[str, str]) -> None:
-    tmp = journal.with_suffix(".tmp")
-    with open(tmp, "w") as f:
-        json.dump(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, journal)
+    durable.replace_file(journal, json.dumps(state).encode(), 0o644)
 
 
 def _copy_meta(src: Path, dst: Path) -> None:

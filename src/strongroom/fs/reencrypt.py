@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from strongroom.fs import content, names
+from strongroom.fs import content, durable, names
 from strongroom.fs.keys import VolumeKeys
-from strongroom.fs.rotate import _lower_entries
+from strongroom.fs.rotate import lower_entries
 
 JOURNAL = "strongroom.reencrypt.journal"
 PIECE_BLOCKS = 256
@@ -38,14 +38,6 @@ def _tmp_name(directory: Path) -> Path:
     return directory / f"strongroom.tmp.{names.b64u(os.urandom(9))}"
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def reencrypt(volume: Path, keys: VolumeKeys, progress: Callable[[int], None] = lambda n: None) -> ReencryptResult:
     journal_path = volume / JOURNAL
     done: set[str] = set()
@@ -54,7 +46,7 @@ def reencrypt(volume: Path, keys: VolumeKeys, progress: Callable[[int], None] = 
     for stale in volume.rglob("strongroom.tmp.*"):  # copies left by an interrupted run
         stale.unlink()
     groups: dict[tuple[int, int], list[Path]] = defaultdict(list)
-    for path in _lower_entries(volume):
+    for path in lower_entries(volume):
         st = path.lstat()
         groups[(st.st_dev, st.st_ino)].append(path)
     result = ReencryptResult()
@@ -77,7 +69,7 @@ def reencrypt(volume: Path, keys: VolumeKeys, progress: Callable[[int], None] = 
             os.fsync(journal.fileno())
             progress(1)
     journal_path.unlink()
-    _fsync_dir(volume)
+    durable.fsync_dir(volume)
     return result
 
 
@@ -109,12 +101,12 @@ def _file(paths: list[Path], keys: VolumeKeys) -> int:
             os.close(fd)
     os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
     os.replace(tmp, first)
-    _fsync_dir(first.parent)
+    durable.fsync_dir(first.parent)
     for other in paths[1:]:  # the other names of a hard-linked file, one atomic swap each
         link_tmp = _tmp_name(other.parent)
         os.link(first, link_tmp)
         os.replace(link_tmp, other)
-        _fsync_dir(other.parent)
+        durable.fsync_dir(other.parent)
     return total
 
 
@@ -128,4 +120,4 @@ def _symlink(path: Path, keys: VolumeKeys) -> None:
     tmp = _tmp_name(path.parent)
     os.symlink(base64.urlsafe_b64encode(new).rstrip(b"=").decode(), tmp)
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    durable.fsync_dir(path.parent)

@@ -31,7 +31,7 @@ class RotationResult:
     already: int = 0
 
 
-def _lower_entries(volume: Path) -> Iterator[Path]:
+def lower_entries(volume: Path) -> Iterator[Path]:
     for dirpath, dirnames, filenames in os.walk(volume):
         base = Path(dirpath)
         for n in filenames + [d for d in dirnames if (base / d).is_symlink()]:
@@ -68,7 +68,7 @@ def rotate(
             sks[0], config.kek_aad(cfg.volume_id, first["type"]), unb64u(first["sealed_kek"]), "the new volume key"
         )
     result = RotationResult()
-    for path in _lower_entries(volume):
+    for path in lower_entries(volume):
         if path.is_symlink():
             _rotate_symlink(path, old.kek, new_kek, cfg.volume_id, result)
         elif path.is_file() and path.stat().st_size > 0:

@@ -8,15 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from strongroom.fs import config, keys, names
-
-
-def _fsync_dir(path: str | os.PathLike[str]) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+from strongroom.fs import config, durable, keys, names
 
 
 def write_diriv(directory: str | os.PathLike[str]) -> bytes:
@@ -33,7 +25,7 @@ def write_diriv(directory: str | os.PathLike[str]) -> bytes:
         os.unlink(path)  # never leave a short tweak behind (ENOSPC)
         raise
     os.close(fd)
-    _fsync_dir(directory)
+    durable.fsync_dir(directory)
     return iv
 
 
