@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(python3 python3-venv python3-dev gcc ca-certificates postgresql wrk ent rng-tools5 fuse3 libfuse3-3 gocryptfs sqlite3)
+APT_PACKAGES=(python3 python3-venv python3-dev gcc ca-certificates postgresql wrk ent rng-tools5 fuse3 libfuse3-3 gocryptfs sqlite3 libssl-dev age gpg haveged)
 
 if [ "$(id -u)" = 0 ]; then
   missing=()
@@ -23,9 +23,11 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,bench]'
 # strongroom.rng's compiled helpers (FIPS blocks, ent's sums, SP 800-90B tests, RDRAND/RDSEED), loaded
 # with ctypes.  Built for this machine's CPU (popcount and friends): run install.sh again on a new one.
 rm -f src/strongroom/rng/libsrfips.so
 cc -O3 -march=native -Wall -shared -fPIC -o src/strongroom/rng/libsrrng.so src/strongroom/rng/*.c
+# strongroom.fs's block loop around the OS's libcrypto (AES-256-GCM per 4 KiB block, GIL released).
+cc -O2 -Wall -shared -fPIC -o src/strongroom/fs/libsrblocks.so src/strongroom/fs/blockcrypt.c -lcrypto
 echo "install.sh: ready (.venv/bin/strongroom)"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -91,6 +92,27 @@ def test_standalone_encrypt_decrypt_cli(tmp_path: Path) -> None:
     assert r.returncode == 0 and r.stdout == b"volume keyed"
     r = cli("fs", "decrypt", str(enc), "-o", "-", "--passphrase-file", str(m.pwfile))
     assert r.returncode == 1 and b"pass --volume" in r.stderr
+
+
+def test_encrypt_to_a_fifo_writes_in_place(tmp_path: Path) -> None:
+    """An output that is not a regular file (a FIFO here, /dev/null or a tape in life) is written
+    in place: the OUT.partial-and-rename dance would have replaced it with a file."""
+    pw = tmp_path / "pw"
+    pw.write_text("file passphrase")
+    plain = tmp_path / "plain"
+    plain.write_bytes(os.urandom(2 * 1024 * 1024 + 5))
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = tmp_path / "got"
+    with open(got, "wb") as sink:
+        reader = subprocess.Popen(["cat", str(fifo)], stdout=sink)
+        r = cli("fs", "encrypt", str(plain), "-o", str(fifo), "--passphrase-file", str(pw), "--threads", "2")
+        assert reader.wait(60) == 0
+    assert r.returncode == 0, r.stderr
+    sealed = got.read_bytes()
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and not Path(str(fifo) + ".partial").exists()
+    r = cli("fs", "decrypt", "-", "-o", "-", "--passphrase-file", str(pw), "--threads", "1", input=sealed)
+    assert r.returncode == 0 and r.stdout == plain.read_bytes()
 
 
 def test_sigkill_of_the_background_daemon_leaves_a_clearable_mount(tmp_path: Path) -> None:

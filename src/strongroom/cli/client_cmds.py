@@ -14,7 +14,6 @@ import click
 from rich.table import Table
 
 from strongroom.cli.common import CliError, console, emit, json_option, open_client, profile_option
-from strongroom.client import Client
 from strongroom.client.profile import default_path
 
 _DURATION = re.compile(r"^(\d+)([smhd]?)$")
@@ -92,6 +91,8 @@ def register(
     if (path / "profile.json").exists() and not force:
         raise CliError(f"a profile already exists at {path}; pass --force to replace it")
     hostname = re.sub(r"[^A-Za-z0-9._@-]", "-", socket.gethostname())[:100] or "host"
+    from strongroom.client import Client
+
     c = Client.register(list(servers), org, auth_secret, name or hostname, path, ca_file)
     c.close()
     emit(

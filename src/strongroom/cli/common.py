@@ -8,16 +8,18 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
 
-from strongroom.client import Client
 from strongroom.client.errors import StrongroomError
 from strongroom.client.profile import default_path
 from strongroom.server.datadir import DataDir, DataDirError
 from strongroom.server.errors import StorageUnavailable
+
+if TYPE_CHECKING:
+    from strongroom.client import Client
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -138,6 +140,8 @@ def open_client(profile: Path | None, servers: tuple[str, ...] = (), data_dir: P
             raise CliError("no admin profile: pass --data DIR (uses DIR/admin), --profile DIR, or set STRONGROOM_DATA")
         profile = DataDir(data_dir).admin_profile
     p = Profile.load(profile if profile is not None else default_path())
+    from strongroom.client import Client
+
     return Client(list(servers) or p.servers, p.client_id, p.identity, p.ca_file)
 
 

@@ -4,6 +4,7 @@ reencrypt) and standalone encrypted files (encrypt, decrypt).  The work is in st
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import IO, Any
@@ -109,28 +110,46 @@ def fs_init(
     )
 
 
+def _special(path: str) -> bool:
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
 def _open_in(path: str) -> IO[bytes]:
     return sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
 
 
 class _Output:
-    """Writes to OUT.partial and renames on success, so a failed run leaves no plausible plaintext."""
+    """Writes to OUT.partial and renames on success, so a failed run leaves no plausible plaintext.
+    An existing OUT that is not a regular file (/dev/null, a FIFO, a tape) is written in place:
+    renaming a file over it would replace the device."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.tmp = None if path == "-" else path + ".partial"
-        self.f: IO[bytes] = sys.stdout.buffer if self.tmp is None else open(self.tmp, "wb")  # noqa: SIM115
+        self.tmp = None if path == "-" or _special(path) else path + ".partial"
+        if path == "-":
+            self.f: IO[bytes] = sys.stdout.buffer
+        else:
+            self.f = open(self.tmp or path, "wb")  # noqa: SIM115
+
+    def _close(self) -> None:
+        if self.f is not sys.stdout.buffer:
+            self.f.close()
 
     def commit(self) -> None:
-        if self.tmp is not None:
-            self.f.flush()
-            os.fsync(self.f.fileno())
-            self.f.close()
-            os.replace(self.tmp, self.path)
+        self.f.flush()
+        if self.tmp is None:
+            self._close()
+            return
+        os.fsync(self.f.fileno())
+        self.f.close()
+        os.replace(self.tmp, self.path)
 
     def abort(self) -> None:
+        self._close()
         if self.tmp is not None:
-            self.f.close()
             Path(self.tmp).unlink(missing_ok=True)
 
     def __enter__(self) -> IO[bytes]:
@@ -155,17 +174,33 @@ def _volume_keys(volume: Path, passphrase_file: Path | None, profile: Path | Non
     )
 
 
+_threads_option = click.option(
+    "--threads",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Threads sealing or opening blocks (0: one per CPU this process may use).",
+)
+
+
 @fs.command("encrypt")
 @click.argument("source", metavar="FILE|-")
 @click.option("-o", "--out", required=True, metavar="OUT|-", help="Where to write the encrypted file.")
 @click.option(
     "--volume", type=click.Path(file_okay=False, exists=True, path_type=Path), help="Key it with this volume (else a passphrase)."
 )
+@_threads_option
 @passphrase_option
 @profile_option
 @_fs_errors
 def fs_encrypt(
-    source: str, out: str, volume: Path | None, passphrase_file: Path | None, profile: Path | None, servers: tuple[str, ...]
+    source: str,
+    out: str,
+    volume: Path | None,
+    threads: int,
+    passphrase_file: Path | None,
+    profile: Path | None,
+    servers: tuple[str, ...],
 ) -> None:
     """Encrypt a file or stdin, streaming, with a volume's key or a passphrase (docs/FORMAT.md §7).
 
@@ -180,21 +215,28 @@ def fs_encrypt(
     pw = None if vk is not None else read_passphrase(passphrase_file, confirm=True, what="File passphrase")
     with _open_in(source) as src, _Output(out) as dst:
         if vk is not None:
-            standalone.encrypt_stream(src, dst, vk.volume_id, vk.kek, None)
+            standalone.encrypt_stream(src, dst, vk.volume_id, vk.kek, None, threads)
         else:
             assert pw is not None
-            standalone.encrypt_with_passphrase(src, dst, pw)
+            standalone.encrypt_with_passphrase(src, dst, pw, threads)
 
 
 @fs.command("decrypt")
 @click.argument("source", metavar="FILE|-")
 @click.option("-o", "--out", required=True, metavar="OUT|-", help="Where to write the plaintext (- for stdout).")
 @click.option("--volume", type=click.Path(file_okay=False, exists=True, path_type=Path), help="The volume that keyed the file.")
+@_threads_option
 @passphrase_option
 @profile_option
 @_fs_errors
 def fs_decrypt(
-    source: str, out: str, volume: Path | None, passphrase_file: Path | None, profile: Path | None, servers: tuple[str, ...]
+    source: str,
+    out: str,
+    volume: Path | None,
+    threads: int,
+    passphrase_file: Path | None,
+    profile: Path | None,
+    servers: tuple[str, ...],
 ) -> None:
     """Decrypt a file made by `fs encrypt`; a damaged or cut file fails (exit 1) and, with -o FILE,
     leaves nothing behind.
@@ -217,7 +259,7 @@ def fs_decrypt(
         return standalone.kek_from_passphrase(env, read_passphrase(passphrase_file, what="File passphrase"))
 
     with _open_in(source) as src, _Output(out) as dst:
-        standalone.decrypt_stream(src, dst, kek_for)
+        standalone.decrypt_stream(src, dst, kek_for, threads)
 
 
 @fs.command("mount")

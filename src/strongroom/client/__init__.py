@@ -1,6 +1,9 @@
 """The Python client of the key trustee server, used by the CLI and the filesystem."""
 
-from strongroom.client.client import Client
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from strongroom.client.errors import (
     Denied,
     Gone,
@@ -11,4 +14,16 @@ from strongroom.client.errors import (
     Unavailable,
 )
 
+if TYPE_CHECKING:
+    from strongroom.client.client import Client
+
 __all__ = ["Client", "Denied", "Gone", "InvalidRequest", "NotFound", "Sealed", "StrongroomError", "Unavailable"]
+
+
+def __getattr__(name: str) -> Any:
+    # Client pulls in httpx (~0.1 s): commands that never talk to a server do not pay for it.
+    if name == "Client":
+        from strongroom.client.client import Client
+
+        return Client
+    raise AttributeError(name)

@@ -1,8 +1,9 @@
 """File contents (docs/FORMAT.md §5): an 84-byte authenticated header, then 4 KiB blocks, each
 sealed with AES-256-GCM under the file key with AAD = file id || block number.
 
-Block work is batched: one getrandom call gives the nonces of a whole request and one AESGCM
-object serves a file, so a 1 MiB request costs 256 calls into OpenSSL and little else.
+Block work is batched: one getrandom call gives the nonces of a whole request, and the compiled
+loop (fs/native.py: one call per request, GIL released) seals or opens all its blocks; without
+that build one AESGCM object serves the file and each block is one call into pyca/cryptography.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from struct import pack_into
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from strongroom.fs import keys
+from strongroom.fs import keys, native
 
 MAGIC = b"SRF1"
 VERSION = 1
@@ -102,13 +103,19 @@ def block_offset(index: int) -> int:
 class FileCipher:
     """Seals and opens the blocks of one file."""
 
-    def __init__(self, header: FileHeader) -> None:
+    def __init__(self, header: FileHeader, compiled: bool = True) -> None:
+        """``compiled=False`` runs the pyca/cryptography loop even when the compiled one is built."""
         self.file_id = header.file_id
+        self._key = header.file_key
         self._gcm = AESGCM(header.file_key)
+        self._native = native.lib() if compiled else None
 
     def seal(self, first: int, plaintext: bytes | bytearray | memoryview) -> bytes:
         """Blocks first, first+1, ... of plaintext (every block full but the last)."""
         view = memoryview(plaintext)
+        if self._native is not None:
+            out_buf = bytearray(sealed_size(len(view)))
+            return bytes(out_buf[: self.seal_into(first, view, memoryview(out_buf))])
         n = -(-len(view) // BLOCK)
         if first + n > MAX_BLOCKS_PER_KEY:
             raise DamagedFile("this file key has sealed as many blocks as it safely can; reencrypt the file")
@@ -127,6 +134,8 @@ class FileCipher:
         n = -(-len(plaintext) // BLOCK)
         if first + n > MAX_BLOCKS_PER_KEY:
             raise DamagedFile("this file key has sealed as many blocks as it safely can; reencrypt the file")
+        if self._native is not None:
+            return native.seal(self._native, self._key, self.file_id, first, plaintext, os.urandom(NONCE * n), out)
         nonces = memoryview(os.urandom(NONCE * n))
         enc = self._gcm.encrypt_into
         aad = bytearray(self.file_id + bytes(8))
@@ -142,6 +151,12 @@ class FileCipher:
 
     def open_into(self, first: int, ciphertext: memoryview, out: memoryview) -> int:
         """Like open, written into ``out``; returns the plaintext bytes written."""
+        if self._native is not None:
+            try:
+                return native.open_(self._native, self._key, self.file_id, first, ciphertext, out)
+            except native.BadBlock as e:
+                what = "is truncated" if _is_short_tail(len(ciphertext), e.block - first) else "does not authenticate"
+                raise DamagedFile(f"block {e.block} {what}", block=e.block) from None
         dec, total = self._gcm.decrypt_into, len(ciphertext)
         aad = bytearray(self.file_id + bytes(8))  # the block number is packed in place per block
         whole = total // CBLOCK
@@ -180,6 +195,10 @@ class FileCipher:
     def open(self, first: int, ciphertext: bytes | memoryview) -> bytes:
         """The plaintext of consecutive sealed blocks starting at block ``first``."""
         view = memoryview(ciphertext)
+        if self._native is not None:
+            whole, rest = divmod(len(view), CBLOCK)
+            out_buf = bytearray(whole * BLOCK + max(0, rest - OVERHEAD))
+            return bytes(out_buf[: self.open_into(first, view, memoryview(out_buf))])
         out = []
         fid, dec = self.file_id, self._gcm.decrypt
         for k, start in enumerate(range(0, len(view), CBLOCK)):
@@ -191,3 +210,9 @@ class FileCipher:
             except InvalidTag:
                 raise DamagedFile(f"block {first + k} does not authenticate", block=first + k) from None
         return b"".join(out)
+
+
+def _is_short_tail(sealed_len: int, k: int) -> bool:
+    """Whether block k of a run of sealed_len bytes is a tail too short to hold any plaintext."""
+    whole, rest = divmod(sealed_len, CBLOCK)
+    return k == whole and 0 < rest <= OVERHEAD

@@ -1,0 +1,85 @@
+"""The compiled block loop (blockcrypt.c -> libsrblocks.so, built by scripts/install.sh against
+the OS's libcrypto): seals and opens a whole request of 4 KiB blocks in one call, with the GIL
+released.  Without the build, content.FileCipher runs the same format through pyca/cryptography
+one block at a time (slower, identical bytes); ``STRONGROOM_NO_NATIVE=1`` forces that path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+from pathlib import Path
+
+LIBRARY = Path(__file__).with_name("libsrblocks.so")
+
+
+class BadBlock(Exception):
+    def __init__(self, block: int) -> None:
+        super().__init__(f"block {block} does not authenticate")
+        self.block = block
+
+
+@functools.lru_cache(maxsize=1)
+def lib() -> ctypes.CDLL | None:
+    if os.environ.get("STRONGROOM_NO_NATIVE") == "1" or not LIBRARY.exists():
+        return None
+    try:
+        so = ctypes.CDLL(str(LIBRARY))
+    except OSError:  # built for another machine, or its libcrypto is gone: the Python path serves
+        return None
+    vp, size, u64 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64
+    so.sr_seal_blocks.restype = ctypes.c_long
+    so.sr_seal_blocks.argtypes = [ctypes.c_char_p, ctypes.c_char_p, u64, vp, size, ctypes.c_char_p, vp]
+    so.sr_open_blocks.restype = ctypes.c_long
+    so.sr_open_blocks.argtypes = [ctypes.c_char_p, ctypes.c_char_p, u64, vp, size, vp, ctypes.POINTER(u64)]
+    return so
+
+
+def available() -> bool:
+    return lib() is not None
+
+
+def _addr(buf: memoryview) -> int:
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    except TypeError:  # read-only (a slice of bytes): numpy takes those where ctypes will not
+        import numpy as np
+
+        return int(np.frombuffer(buf, dtype=np.uint8).ctypes.data)
+
+
+BLOCK, NONCE, TAG = 4096, 12, 16
+CBLOCK = NONCE + BLOCK + TAG
+
+
+def seal(so: ctypes.CDLL, key: bytes, file_id: bytes, first: int, plain: memoryview, nonces: bytes, out: memoryview) -> int:
+    blocks = -(-plain.nbytes // BLOCK)
+    # The C loop trusts its sizes: check them here, where a mistake is an exception, not a smash.
+    if out.readonly or out.nbytes < plain.nbytes + (NONCE + TAG) * blocks or len(nonces) < NONCE * blocks:
+        raise ValueError("output buffer is read-only or too small, or too few nonces")
+    if len(key) != 32 or len(file_id) != 16:
+        raise ValueError("bad key or file id length")
+    if not plain.nbytes:
+        return 0
+    n = int(so.sr_seal_blocks(key, file_id, first, _addr(plain), plain.nbytes, nonces, _addr(out)))
+    if n < 0:
+        raise RuntimeError("OpenSSL failed to seal")
+    return n
+
+
+def open_(so: ctypes.CDLL, key: bytes, file_id: bytes, first: int, sealed: memoryview, out: memoryview) -> int:
+    whole, rest = divmod(sealed.nbytes, CBLOCK)
+    if out.readonly or out.nbytes < whole * BLOCK + max(0, rest - NONCE - TAG):
+        raise ValueError("output buffer is read-only or too small")
+    if len(key) != 32 or len(file_id) != 16:
+        raise ValueError("bad key or file id length")
+    if not sealed.nbytes:
+        return 0
+    bad = ctypes.c_uint64(0)
+    n = int(so.sr_open_blocks(key, file_id, first, _addr(sealed), sealed.nbytes, _addr(out), ctypes.byref(bad)))
+    if n == -2:
+        raise BadBlock(bad.value)
+    if n < 0:
+        raise RuntimeError("OpenSSL failed to open")
+    return n
