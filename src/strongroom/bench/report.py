@@ -1,0 +1,310 @@
+"""results.json -> report.md and PNG charts (matplotlib, no display needed).
+
+Each chart is drawn only from what the run measured; a suite that did not run, or a peer that
+was missing, leaves its bars out and says so in report.md, never a placeholder value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from strongroom.bench import bulk, entropy_configs, fs, rng
+
+CHARTS = {
+    "case_study": "case_study.png",
+    "keyserver": "keyserver.png",
+    "keygen": "keygen.png",
+    "fs_throughput": "fs_throughput.png",
+    "fs_small_files": "fs_small_files.png",
+    "aesni": "aesni.png",
+    "bulk": "bulk.png",
+    "acl": "acl.png",
+}
+
+
+def keyserver_table(r: dict[str, Any]) -> str:
+    lines = [
+        "| system | operation | clients | rate /s | p50 ms | p99 ms | errors | server cores | generator cores |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in r.get("load", []):
+        op = row.get("op") or row["label"].split(" ", 1)[1]
+        lines.append(
+            f"| {row['system']} | {op} | {row['connections']} | {row['rate']:,} | {row['p50_ms']} | {row['p99_ms']} | "
+            f"{row['errors']} | {row.get('server_cpu', '')} | {row.get('generator_cpu', '')} |"
+        )
+    for row in r.get("registrations", []):
+        lines.append(
+            f"| {row['system']} | registrations ({row['seconds']} s) | {row['concurrency']} | {row['rate']:,} | | | | | |"
+        )
+    lat = r.get("latency_ms", {})
+    if lat:
+        ops = ["register", "put_32B", "get_32B", "entropy_1000B"]
+        lines += ["", "| one operation, median ms | " + " | ".join(lat) + " |", "|---|" + "---|" * len(lat)]
+        for op in ops:
+            lines.append(f"| {op} | " + " | ".join(str(lat[s].get(op, "—")) for s in lat) + " |")
+    mem = r.get("memory_mib", {})
+    if mem:
+        lines.append("\nmemory: " + ", ".join(f"{k} {v}" for k, v in mem.items()))
+    lines += [f"MISSING: {m}" for m in r.get("missing", [])]
+    return "\n".join(lines)
+
+
+def acl_table(r: dict[str, Any]) -> str:
+    lines = ["| rules | µs per open+read+close (median) | vs no rules |", "|---|---|---|"]
+    lines += [f"| {row['rules']} | {row['us_per_open_read']} | {row['vs_no_rules']} |" for row in r["rows"]]
+    lines.append(f"\n20 rules add <= 10 %: {'met' if r.get('target_met') else 'MISSED'}")
+    return "\n".join(lines)
+
+
+TABLES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "keyserver": keyserver_table,
+    "entropy": entropy_configs.table,
+    "rng": rng.table,
+    "fs": fs.table,
+    "acl": acl_table,
+    "bulk": bulk.table,
+}
+
+TITLES = {
+    "keyserver": "Key server vs OpenBao and PyKMIP (16 and 1 clients, wrk)",
+    "entropy": "The case study's entropy configurations (one client, as its script)",
+    "rng": "Key generation and entropy sources vs a C getrandom(2) loop",
+    "fs": "Filesystem vs a plain directory and gocryptfs, AES-NI on and off",
+    "acl": "Process ACL cost",
+    "bulk": "Bulk file encryption vs age, gpg and openssl",
+}
+
+
+# -- charts ----------------------------------------------------------------------------------------
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _bars(
+    path: Path,
+    title: str,
+    groups: list[str],
+    series: dict[str, list[float | None]],
+    ylabel: str,
+    note: str = "",
+    log: bool = False,
+    horizontal: bool = False,
+) -> None:
+    """Grouped bars: one group per label in ``groups``, one bar per series; None leaves a gap."""
+    plt = _plt()
+    bars_per_group = max(1, len(series))
+    if horizontal:
+        size = (9.0, 1.2 + 0.32 * len(groups) * bars_per_group)
+    else:
+        size = (max(6.0, 1.3 * len(groups) * bars_per_group**0.5 + 2), 4.2)
+    fig, ax = plt.subplots(figsize=size)
+    width = 0.8 / max(1, len(series))
+    for i, (name, values) in enumerate(series.items()):
+        xs = [g + i * width - 0.4 + width / 2 for g in range(len(groups))]
+        pairs = [(x, v) for x, v in zip(xs, values, strict=True) if v is not None]
+        if not pairs:
+            continue
+        bx, bv = zip(*pairs, strict=True)
+        bars = (ax.barh if horizontal else ax.bar)(bx, bv, width, label=name)
+        ax.bar_label(bars, fmt="%.3g", fontsize=7, padding=2)
+    if horizontal:
+        ax.set_yticks(range(len(groups)), groups)
+        ax.set_xlabel(ylabel)
+        ax.invert_yaxis()
+        if log:
+            ax.set_xscale("log")
+    else:
+        ax.set_xticks(
+            range(len(groups)), groups, rotation=0 if len(groups) < 6 else 20, ha="center" if len(groups) < 6 else "right"
+        )
+        ax.set_ylabel(ylabel)
+        if log:
+            ax.set_yscale("log")
+    ax.set_title(title, fontsize=10)
+    if len(series) > 1:
+        ax.legend(fontsize=8)
+    if note:
+        fig.text(0.01, 0.01, note, fontsize=7, color="#555")
+    fig.tight_layout(rect=(0, 0.04 if note else 0, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def draw_charts(results: dict[str, Any], out: Path) -> list[str]:
+    """Draws every chart the results allow; returns the file names written."""
+    s = results.get("suites", {})
+    made: list[str] = []
+
+    def ok(name: str) -> dict[str, Any] | None:
+        r = s.get(name)
+        return r if isinstance(r, dict) and "error" not in r else None
+
+    if (e := ok("entropy")) and e["rows"]:
+        ops = [("register_ms", "register"), ("put_ms", "put"), ("get_ms", "get"), ("entropy_1000B_ms", "entropy 1000 B")]
+        _bars(
+            out / CHARTS["case_study"],
+            f"Case study configurations on kernel {e['kernel']}: ms per operation, lower is better",
+            [label for _, label in ops],
+            {row["config"]: [row[k] for k, _ in ops] for row in e["rows"]},
+            "ms (median)",
+            note="one client, one operation at a time, as the zTrustee case study's script",
+        )
+        made.append(CHARTS["case_study"])
+    if (k := ok("keyserver")) and k.get("load"):
+        load_ops = ["get 32 B", "put 32 B", "entropy 1000 B"]
+        systems = sorted({row["system"] for row in k["load"]}, key=["strongroom", "openbao", "pykmip"].index)
+        series: dict[str, list[float | None]] = {}
+        for system in systems:
+            vals: list[float | None] = []
+            for op in load_ops:
+                matching = [x for x in k["load"] if x["system"] == system and (x.get("op") or x["label"].split(" ", 1)[1]) == op]
+                vals.append(max((x["rate"] for x in matching), default=None))
+            series[system] = vals
+        _bars(
+            out / CHARTS["keyserver"],
+            "Key server: requests per second at the best client count, higher is better",
+            load_ops,
+            series,
+            "requests/s",
+            note="TLS and audit on; Strongroom on SQLite; PyKMIP: Create/Get AES-256 stand in for put/get",
+        )
+        made.append(CHARTS["keyserver"])
+    if (rn := ok("rng")) and rn.get("keygen"):
+        keygen = rn["keygen"]
+        _bars(
+            out / CHARTS["keygen"],
+            "Latency of one 32-byte key, per source (ns, log scale; lower is better)",
+            [row["source"] for row in keygen],
+            {"ns per key": [row["ns_per_key"] for row in keygen]},
+            "ns per 32-byte key",
+            log=True,
+            horizontal=True,
+        )
+        made.append(CHARTS["keygen"])
+    if (f := ok("fs")) and f.get("rows"):
+        on = [row for row in f["rows"] if row["aesni"]]
+        metrics = [("write_MiBps", "write"), ("read_MiBps", "read"), ("copy_MiBps", "copy")]
+        _bars(
+            out / CHARTS["fs_throughput"],
+            f"Filesystem throughput, {f['mib']} MiB (MiB/s, higher is better)",
+            [label for _, label in metrics],
+            {row["system"]: [row[m] for m, _ in metrics] for row in on},
+            "MiB/s",
+        )
+        small = [("tar_x_s", "tar x"), ("ls_lR_s", "ls -lR"), ("rm_rf_s", "rm -rf")]
+        _bars(
+            out / CHARTS["fs_small_files"],
+            f"Small files: {f['files']:,} files (seconds, lower is better)",
+            [label for _, label in small],
+            {row["system"]: [row[m] for m, _ in small] for row in on},
+            "seconds",
+        )
+        made += [CHARTS["fs_throughput"], CHARTS["fs_small_files"]]
+    aesni_groups: list[str] = []
+    aesni_on: list[float | None] = []
+    aesni_off: list[float | None] = []
+    if f := ok("fs"):
+        for system in ("gocryptfs", "strongroom"):
+            for metric, label in (("write_MiBps", "write"), ("read_MiBps", "read")):
+                by_aesni = {row["aesni"]: row[metric] for row in f["rows"] if row["system"] == system}
+                if by_aesni:
+                    aesni_groups.append(f"{system}\nfs {label}")
+                    aesni_on.append(by_aesni.get(True))
+                    aesni_off.append(by_aesni.get(False))
+    if b := ok("bulk"):
+        for tool in ("strongroom", "openssl enc -aes-256-ctr"):
+            by_aesni = {row["aesni"]: row["stream_MiBps"] for row in b["rows"] if row["tool"] == tool}
+            if by_aesni:
+                aesni_groups.append(f"{tool.split()[0]}\nbulk encrypt")
+                aesni_on.append(by_aesni.get(True))
+                aesni_off.append(by_aesni.get(False))
+    if aesni_groups:
+        _bars(
+            out / CHARTS["aesni"],
+            "AES-NI on and off (MiB/s, higher is better)",
+            aesni_groups,
+            {"AES-NI on": aesni_on, "AES-NI off": aesni_off},
+            "MiB/s",
+            note="off: OPENSSL_ia32cap masks AES-NI, PCLMULQDQ, VAES and VPCLMULQDQ",
+        )
+        made.append(CHARTS["aesni"])
+    if (b := ok("bulk")) and b["rows"]:
+        labels = [f"{row['tool']}{'' if row['aesni'] else ' (no AES-NI)'}" for row in b["rows"]]
+        _bars(
+            out / CHARTS["bulk"],
+            f"Encrypting a {b['mib']} MiB file (MiB/s, higher is better)",
+            labels,
+            {
+                "stream (key ready)": [row["stream_MiBps"] for row in b["rows"]],
+                "wall (key derivation included)": [row["wall_MiBps"] for row in b["rows"]],
+            },
+            "MiB/s",
+            horizontal=True,
+        )
+        made.append(CHARTS["bulk"])
+    if (a := ok("acl")) and a.get("rows"):
+        _bars(
+            out / CHARTS["acl"],
+            "open()+read()+close() of a small file through the mount (µs, lower is better)",
+            [f"{row['rules']} rules" for row in a["rows"]],
+            {"µs per call": [row["us_per_open_read"] for row in a["rows"]]},
+            "µs (median)",
+        )
+        made.append(CHARTS["acl"])
+    return made
+
+
+# -- report.md --------------------------------------------------------------------------------------
+def markdown(results: dict[str, Any], charts: list[str]) -> str:
+    m = results["machine"]
+    lines = [
+        "# Strongroom benchmark report",
+        "",
+        f"- command: `{results['command']}`",
+        f"- started {results['started']}, took {results['duration_s']:.0f} s"
+        + (" (quick: small inputs)" if results["quick"] else ""),
+        f"- machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores, {m.get('memory_gib', '?')} GiB, "
+        f"kernel {m.get('kernel', '?')}, Python {m.get('python', '?')}",
+        "",
+    ]
+    missing = [f"{suite}: {item}" for suite, r in results["suites"].items() for item in (r.get("missing") or [])]
+    errors = [f"{suite}: {r['error']}" for suite, r in results["suites"].items() if "error" in r]
+    if missing or errors:
+        lines += ["## Missing or failed", ""]
+        lines += [f"- **failed** {e}" for e in errors] + [f"- missing {x}" for x in missing] + [""]
+    for suite, r in results["suites"].items():
+        lines += [f"## {TITLES.get(suite, suite)}", ""]
+        if "error" in r:
+            lines += [f"This suite failed: {r['error']}", ""]
+            continue
+        lines += [f"({results['durations_s'].get(suite, 0):.0f} s)", "", TABLES[suite](r), ""]
+        for chart in _charts_of(suite):
+            if chart in charts:
+                lines += [f"![{chart}]({chart})", ""]
+    return "\n".join(lines)
+
+
+def _charts_of(suite: str) -> list[str]:
+    return {
+        "keyserver": [CHARTS["keyserver"]],
+        "entropy": [CHARTS["case_study"]],
+        "rng": [CHARTS["keygen"]],
+        "fs": [CHARTS["fs_throughput"], CHARTS["fs_small_files"]],
+        "acl": [CHARTS["acl"]],
+        "bulk": [CHARTS["bulk"], CHARTS["aesni"]],
+    }.get(suite, [])
+
+
+def write(results: dict[str, Any], out: Path) -> list[str]:
+    """Draws the charts and writes report.md into ``out``; returns the chart file names."""
+    charts = draw_charts(results, out)
+    (out / "report.md").write_text(markdown(results, charts) + "\n")
+    return charts

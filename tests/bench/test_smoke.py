@@ -1,0 +1,58 @@
+"""`strongroom bench --quick`, the CI smoke run: every suite runs for real and the report is
+complete (results.json, report.md, every chart).  Its figures are not asserted: speed targets live
+in the benchmark, not in tests.  scripts/test.sh runs it alone, after the rest of the suite, so it
+neither disturbs nor is disturbed by the parallel tests."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+
+from strongroom.bench import report as bench_report
+from strongroom.cli.bench_cmds import SUITE_NAMES
+from tests.serverproc import cli
+
+pytestmark = pytest.mark.smoke
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", f"{path.name} is not a PNG"
+    width, height = struct.unpack(">II", head[16:24])
+    return width, height
+
+
+def test_quick_bench_writes_a_complete_report(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    r = cli("bench", "--quick", "--out", str(out), "--json", timeout=600)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")[-3000:]
+    summary = json.loads(r.stdout)
+    assert summary["failed"] == []
+    results = json.loads((out / "results.json").read_text())
+    assert list(results["suites"]) == list(SUITE_NAMES)
+    assert results["quick"] is True and results["duration_s"] > 0
+    s = results["suites"]
+    assert all("error" not in v for v in s.values())
+    # every suite measured something real, and what it could not measure is listed, not dropped
+    assert {row["system"] for row in s["keyserver"]["load"]} >= {"strongroom"}
+    assert {"nothing extra"} <= {row["config"] for row in s["entropy"]["rows"]}
+    assert any(row["source"] == "strongroom new_key()" and row["ns_per_key"] > 0 for row in s["rng"]["keygen"])
+    assert {row["system"] for row in s["fs"]["rows"]} >= {"plain", "strongroom"}
+    assert [row["rules"] for row in s["acl"]["rows"]] == [0, 20, 200]
+    assert any(row["tool"] == "strongroom" and row["wall_MiBps"] > 0 for row in s["bulk"]["rows"])
+    for name in ("gocryptfs", "age", "gpg", "openbao", "pykmip"):
+        measured = json.dumps(s).count(name) > 0
+        listed = any(name in m for m in summary["missing"])
+        assert measured or listed, f"{name} neither measured nor reported missing"
+    # the report: every suite's section, every chart written and linked
+    text = (out / "report.md").read_text()
+    for title in bench_report.TITLES.values():
+        assert f"## {title}" in text
+    assert sorted(results["charts"]) == sorted(bench_report.CHARTS.values())
+    for chart in results["charts"]:
+        width, height = _png_size(out / chart)
+        assert width > 300 and height > 200
+        assert f"]({chart})" in text
