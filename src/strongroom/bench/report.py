@@ -88,6 +88,10 @@ def _plt() -> Any:
     return plt
 
 
+def _label(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
 def _bars(
     path: Path,
     title: str,
@@ -114,7 +118,7 @@ def _bars(
             continue
         bx, bv = zip(*pairs, strict=True)
         bars = (ax.barh if horizontal else ax.bar)(bx, bv, width, label=name)
-        ax.bar_label(bars, fmt="%.3g", fontsize=7, padding=2)
+        ax.bar_label(bars, fmt=_label, fontsize=7, padding=2)
     if horizontal:
         ax.set_yticks(range(len(groups)), groups)
         ax.set_xlabel(ylabel)
@@ -308,3 +312,24 @@ def write(results: dict[str, Any], out: Path) -> list[str]:
     charts = draw_charts(results, out)
     (out / "report.md").write_text(markdown(results, charts) + "\n")
     return charts
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Redraw report.md and the charts from a results.json (e.g. after changing a chart)."""
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("results", type=Path)
+    ap.add_argument("--out", type=Path, help="Directory to write into (default: the results file's).")
+    args = ap.parse_args(argv)
+    results = json.loads(args.results.read_text())
+    out = args.out or args.results.parent
+    out.mkdir(parents=True, exist_ok=True)
+    results["charts"] = write(results, out)
+    print(f"{out / 'report.md'}: {len(results['charts'])} charts")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -48,6 +48,20 @@ def _per_key_ns(fn: Callable[[int], object], keys: int) -> float:
     return statistics.median(samples)
 
 
+def _paired_ns(a: Callable[[int], object], b: Callable[[int], object], keys: int) -> tuple[float, float]:
+    """Like _per_key_ns for two functions, their rounds interleaved (a, b, a, b, ...) so that the
+    machine's drift during the run falls on both alike; medians of 2 x ROUNDS rounds each."""
+    per_round = max(1, keys // (2 * ROUNDS))
+    samples: tuple[list[float], list[float]] = ([], [])
+    for _ in range(2 * ROUNDS):
+        for fn, out in ((a, samples[0]), (b, samples[1])):
+            t = time.perf_counter_ns()
+            for _ in range(per_round):
+                fn(32)
+            out.append((time.perf_counter_ns() - t) / per_round)
+    return statistics.median(samples[0]), statistics.median(samples[1])
+
+
 def _budget_ns(fn: Callable[[int], object], seconds: float) -> tuple[float, int]:
     """ns per fn(32) call, as many calls as fit in the budget."""
     n, t0 = 0, time.perf_counter_ns()
@@ -111,9 +125,8 @@ def run(quick: bool = False, profile: Path | None = None, remote: bool = True, p
         report["bulk"].append({"source": "C getrandom(2)", "MBps": floor["bulk_MBps"]})
 
     progress("os.urandom(32) and Strongroom's new_key()")
-    urandom_ns = _per_key_ns(os.urandom, keys)
+    urandom_ns, new_key_ns = _paired_ns(os.urandom, lambda _n: aead.new_key(), keys)
     report["keygen"].append({"source": "os.urandom(32)", "ns_per_key": round(urandom_ns, 1), "keys": keys})
-    new_key_ns = _per_key_ns(lambda _n: aead.new_key(), keys)
     report["keygen"].append({"source": "strongroom new_key()", "ns_per_key": round(new_key_ns, 1), "keys": keys})
     report["bulk"].append({"source": "getrandom (os.urandom)", "MBps": round(_bulk_mbps(os.urandom, bulk_mib), 1)})
 
