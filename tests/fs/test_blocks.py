@@ -24,7 +24,7 @@ def _pair() -> tuple[content.FileCipher, content.FileCipher]:
 
 
 @settings(max_examples=40, deadline=None)
-@given(size=st.integers(0, 5 * content.BLOCK + 7), first=st.integers(0, 2**33))
+@given(size=st.integers(0, 5 * content.BLOCK + 7), first=st.integers(0, content.MAX_BLOCKS_PER_KEY - 6))
 def test_compiled_and_python_loops_read_each_other(size: int, first: int) -> None:
     fast, slow = _pair()
     plain = os.urandom(size)
@@ -34,6 +34,12 @@ def test_compiled_and_python_loops_read_each_other(size: int, first: int) -> Non
         assert opener.open(first, sealed) == plain
         out = memoryview(bytearray(size))
         assert opener.open_into(first, memoryview(sealed), out) == size and bytes(out) == plain
+
+
+def test_both_loops_refuse_blocks_past_the_per_key_limit() -> None:
+    for c in _pair():
+        with pytest.raises(content.DamagedFile, match="reencrypt"):
+            c.seal(content.MAX_BLOCKS_PER_KEY - 1, os.urandom(2 * content.BLOCK))
 
 
 def test_compiled_loop_names_the_damaged_block() -> None:
