@@ -125,8 +125,8 @@ def _measure(s: Strongroom, root: Path, seconds: float, n: int) -> dict[str, Any
 
 
 def run(quick: bool = False, progress: Callable[[str], None] = print) -> dict[str, Any]:
-    seconds = 2.0 if quick else 20.0
-    n = 20 if quick else 200
+    seconds = 1.0 if quick else 20.0
+    n = 10 if quick else 200
     configs = ["nothing extra", "haveged", "rng feed rdrand", "haveged + rng feed rdrand"]
     report: dict[str, Any] = {
         "quick": quick,

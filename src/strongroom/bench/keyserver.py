@@ -151,7 +151,7 @@ def bench_strongroom(report: Report, root: Path, seconds: float, quick: bool) ->
     try:
         c = s.client
         c.put("bench32", VALUE32)
-        n = 20 if quick else 200
+        n = 10 if quick else 200
         report.latency_ms["strongroom"] = {
             "register": _median_ms(
                 lambda: Client.register([s.url], s.org, s.secret, "one", _fresh(root), s.data.ca_file).close(), n // 4

@@ -103,7 +103,7 @@ def c_getrandom(keys: int, mib: int) -> dict[str, float] | None:
 
 def run(quick: bool = False, profile: Path | None = None, remote: bool = True, progress: Progress = print) -> dict[str, Any]:
     keys = 100_000 if quick else 1_000_000
-    budget = 1.0 if quick else 10.0
+    budget = 0.5 if quick else 10.0
     bulk_mib = 8 if quick else 64
     test_mib = 16 if quick else 64
     report: dict[str, Any] = {
@@ -189,15 +189,32 @@ def run(quick: bool = False, profile: Path | None = None, remote: bool = True, p
         report["testing"].append({"test": label, "MBps": round(statistics.median(rounds), 1)})
     ent_fips = 1 / sum(1 / r["MBps"] for r in report["testing"][1:])
     report["testing"].append({"test": "rng test (ent + FIPS, one core)", "MBps": round(ent_fips, 1)})
+    # The C tools that `rng test` stands in for, on the same bytes (peers: ent, rng-tools5's rngtest).
+    with tempfile.NamedTemporaryFile(prefix="strongroom-rng-bench-") as sample:
+        sample.write(data)
+        sample.flush()
+        for label, argv in (("peer: ent (C)", ["ent"]), ("peer: rngtest (rng-tools5, FIPS 140-2)", ["rngtest"])):
+            if shutil.which(argv[0]) is None:
+                report["missing"].append(f"{argv[0]} (apt-get install {'ent' if argv[0] == 'ent' else 'rng-tools5'})")
+                continue
+            rounds = []
+            for _ in range(3):
+                with open(sample.name, "rb") as stdin:
+                    t = time.perf_counter()
+                    # rngtest exits 1 when a block fails FIPS (about 1 in 1,000 random blocks do)
+                    subprocess.run(argv, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+                    rounds.append(len(data) / (time.perf_counter() - t) / 1e6)
+            report["testing"].append({"test": label, "MBps": round(statistics.median(rounds), 1)})
 
     rdrand_bulk = next((r["MBps"] for r in report["bulk"] if r["source"] == "rdrand"), None)
+    ours = [r for r in report["testing"] if not r["test"].startswith("peer:")]
     report["targets"] = {
         "new_key_over_urandom": round(new_key_ns / urandom_ns, 3),
         "new_key_met": new_key_ns <= 1.25 * urandom_ns,
         "rdrand_bulk_MBps": rdrand_bulk,
         "rdrand_met": rdrand_bulk is not None and rdrand_bulk >= 200,
-        "testing_min_MBps": min(r["MBps"] for r in report["testing"]),
-        "testing_met": min(r["MBps"] for r in report["testing"]) >= 100,
+        "testing_min_MBps": min(r["MBps"] for r in ours),
+        "testing_met": min(r["MBps"] for r in ours) >= 100,
     }
     return report
 
