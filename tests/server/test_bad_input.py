@@ -104,3 +104,27 @@ def test_register_bad_bodies(running: Deployment) -> None:
         assert_json_error(
             http.post(running.url + "/v1/register", content=body, headers={"content-type": "application/json"}), (400, 422)
         )
+
+
+def test_fast_path_and_fastapi_answer_alike(running: Deployment) -> None:
+    """The hot routes answer well-formed requests outside FastAPI (server/hotpath.py) and pass
+    anything else on: both answers must look the same to a client."""
+    c = running.register()
+    c.put("k", b"value")
+    fast = send(c, "GET", "/v1/deposits/k")
+    passed_on = send(c, "GET", "/v1/deposits/k?unrelated=1")  # an extra parameter: FastAPI answers
+    assert fast.status_code == passed_on.status_code == 200
+    assert fast.headers["content-type"] == passed_on.headers["content-type"] == "application/json"
+    assert fast.json() == passed_on.json() == {"name": "k", "owner": c.client_id, "version": 1, "data": "dmFsdWU="}
+    for r in (send(c, "GET", "/v1/deposits/nope"), send(c, "GET", "/v1/deposits/nope?unrelated=1")):
+        assert r.status_code == 404 and r.json() == {"error": "not_found", "message": "no such deposit"}
+    put = send(c, "PUT", "/v1/deposits/k", b'{"data": "YQ=="}')
+    put_on = send(c, "PUT", "/v1/deposits/k", b'{"data": "YQ=="}', {"content-type": "application/json; charset=utf-8"})
+    assert put.status_code == put_on.status_code == 201 and put.json()["version"] == 2 and put_on.json()["version"] == 3
+    e = send(c, "GET", "/v1/entropy?bytes=48")
+    assert e.status_code == 200 and len(e.content) == 48
+    assert e.headers["content-type"] == "application/octet-stream" and e.headers["cache-control"] == "no-store"
+    replay = c._http.build_request("GET", c.servers[0] + "/v1/entropy?bytes=8")
+    c._sign(replay)
+    assert c._http.send(replay).status_code == 200
+    assert_json_error(c._http.send(replay), 401)  # the same nonce again, through the fast path

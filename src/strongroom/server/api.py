@@ -7,6 +7,7 @@ import base64
 import binascii
 import contextlib
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future
@@ -15,6 +16,7 @@ from typing import Any, Literal, TypeVar
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
@@ -23,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from strongroom.crypto import reqsig
 from strongroom.server.errors import ApiError, BadRequest, TooLarge, Unavailable
+from strongroom.server.hotpath import HotPath
 from strongroom.server.nodes import NodeAgent
 from strongroom.server.service import MAX_ENTROPY, Policy, Service, SignedRequest
 
@@ -250,6 +253,9 @@ def create_app(service: Service, agent: NodeAgent | None = None) -> FastAPI:
         description="Deposits, policy, entropy and audit. Every /v1 route except /v1/register is signed: see docs/API.md.",
     )
 
+    hot_routes: dict[str, Any] = {}  # filled below, once the routes exist
+    if os.environ.get("STRONGROOM_NO_HOTPATH") != "1":  # "1": everything through FastAPI (for A/B runs)
+        app.add_middleware(HotPath, service=service, bounded=_bounded, put_model=PutRequest, routes=hot_routes, error=_error)
     app.add_middleware(BodyLimit, limit=limit)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
@@ -428,4 +434,8 @@ def create_app(service: Service, agent: NodeAgent | None = None) -> FastAPI:
     ) -> list[dict[str, Any]]:
         return await signed(request, lambda ctx: service.audit_tail(ctx, after, limit), admin=True)
 
+    for route in app.routes:
+        if isinstance(route, APIRoute):
+            for method in route.methods or ():
+                hot_routes[f"{route.path}:{method}"] = route
     return app
