@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -112,3 +113,21 @@ def test_damage_in_a_middle_piece_fails_the_threaded_decrypt() -> None:
     data[len(data) // 2] ^= 0x80
     with pytest.raises(content.DamagedFile):
         standalone.decrypt_stream(io.BytesIO(bytes(data)), io.BytesIO(), lambda _env: kek, 2)
+
+
+@pytest.mark.parametrize("size", [0, 5, standalone.PIECE, 2 * standalone.PIECE + 4097])
+def test_file_input_pipeline_matches_the_stream_pipeline(tmp_path: Path, size: int) -> None:
+    """A regular file is read by the sealing threads themselves (pread), from the file's current
+    position; the result must decrypt exactly like the stream path's."""
+    plain = os.urandom(size)
+    src = tmp_path / "plain"
+    src.write_bytes(b"skipped prefix" + plain)
+    volume_id, kek = os.urandom(16), os.urandom(32)
+    for threads in (1, 2, 3):
+        enc = io.BytesIO()
+        with open(src, "rb") as f:
+            f.read(len(b"skipped prefix"))
+            assert standalone.encrypt_stream(f, enc, volume_id, kek, None, threads) == size
+        back = io.BytesIO()
+        standalone.decrypt_stream(io.BytesIO(enc.getvalue()), back, lambda _env: kek, 2)
+        assert back.getvalue() == plain

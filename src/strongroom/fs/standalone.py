@@ -9,18 +9,20 @@ import itertools
 import json
 import mmap
 import os
+import stat
 import struct
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from strongroom.fs import content
 from strongroom.fs.config import ConfigError, kek_aad, passphrase_source, passphrase_source_key
 from strongroom.fs.keys import WrongKey, open_sealed
 from strongroom.fs.names import b64u, unb64u
 
+T = TypeVar("T")
 MAGIC = b"SRE1"
 PIECE = 256 * content.BLOCK  # plaintext per read and per sealing job: 1 MiB
 MAX_ENVELOPE = 1 << 16
@@ -86,7 +88,7 @@ def _buffer(size: int) -> memoryview:
     return memoryview(mmap.mmap(-1, size))
 
 
-def _pipeline(threads: int) -> ThreadPoolExecutor | _Inline:
+def _pipeline(threads: int) -> _Pool:
     return ThreadPoolExecutor(threads, thread_name_prefix="strongroom-seal") if threads > 1 else _Inline()
 
 
@@ -104,21 +106,85 @@ def encrypt_stream(
     dst.write(header.encode(kek, volume_id))
     cipher = content.FileCipher(header)
     slots = [(_buffer(PIECE), _buffer(content.sealed_size(PIECE))) for _ in range(threads + 1)]
-    total, index = 0, 0
     with _pipeline(threads) as pool:
-        queue: deque[tuple[Future[int], memoryview]] = deque()
-        for inp, out in itertools.cycle(slots):
-            _drain(queue, dst, until_free=out)
-            n = _readinto_full(src, inp)
-            if n:
-                queue.append((pool.submit(cipher.seal_into, index, inp[:n], out), out))
-                total += n
-                index += n // content.BLOCK
-            if n < PIECE:
-                break
-        _drain(queue, dst)
+        fd = _regular_fd(src)
+        if fd is not None:
+            total = _seal_file(fd, src.tell(), pool, slots, cipher, dst)
+        else:
+            total = _seal_stream(src, pool, slots, cipher, dst)
     dst.write(cipher.seal_end(total))
     return total
+
+
+def _regular_fd(src: IO[bytes]) -> int | None:
+    try:
+        fd = src.fileno()
+        return fd if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except (OSError, AttributeError, ValueError):  # BytesIO and friends: no descriptor
+        return None
+
+
+def _seal_stream(
+    src: IO[bytes], pool: _Pool, slots: list[tuple[memoryview, memoryview]], cipher: content.FileCipher, dst: IO[bytes]
+) -> int:
+    """A pipe or socket: this thread reads each piece, the pool seals it."""
+    total, index = 0, 0
+    queue: deque[tuple[Future[int], memoryview]] = deque()
+    for inp, out in itertools.cycle(slots):
+        _drain(queue, dst, until_free=out)
+        n = _readinto_full(src, inp)
+        if n:
+            queue.append((pool.submit(cipher.seal_into, index, inp[:n], out), out))
+            total += n
+            index += n // content.BLOCK
+        if n < PIECE:
+            break
+    _drain(queue, dst)
+    return total
+
+
+def _seal_file(
+    fd: int, start: int, pool: _Pool, slots: list[tuple[memoryview, memoryview]], cipher: content.FileCipher, dst: IO[bytes]
+) -> int:
+    """A regular file: each job reads its own piece (pread) and seals it, so the copy out of the
+    page cache runs on every core and stays in that core's cache until sealed.  The first short
+    piece is the end: anything read after it (the file grew meanwhile) is dropped."""
+
+    def job(offset: int, inp: memoryview, out: memoryview) -> tuple[int, int]:
+        n = _pread_full(fd, inp, offset)
+        return n, cipher.seal_into((offset - start) // content.BLOCK, inp[:n], out) if n else 0
+
+    total, ended = 0, False
+    queue: deque[tuple[Future[tuple[int, int]], memoryview]] = deque()
+
+    def write_oldest() -> None:
+        nonlocal total, ended
+        done, ready = queue.popleft()
+        n, sealed = done.result()
+        if not ended:
+            dst.write(ready[:sealed])
+            total += n
+            ended = n < PIECE
+
+    for i, (inp, out) in enumerate(itertools.cycle(slots)):
+        while queue and any(o is out for _, o in queue):
+            write_oldest()
+        if ended:
+            break
+        queue.append((pool.submit(job, start + i * PIECE, inp, out), out))
+    while queue:
+        write_oldest()
+    return total
+
+
+def _pread_full(fd: int, buf: memoryview, offset: int) -> int:
+    have = 0
+    while have < len(buf):
+        got = os.preadv(fd, [buf[have:]], offset + have)
+        if not got:
+            break
+        have += got
+    return have
 
 
 def _drain(queue: deque[tuple[Future[int], memoryview]], dst: IO[bytes], until_free: memoryview | None = None) -> None:
@@ -131,8 +197,8 @@ def _drain(queue: deque[tuple[Future[int], memoryview]], dst: IO[bytes], until_f
 class _Inline:
     """A one-thread stand-in for ThreadPoolExecutor: runs each job at submit."""
 
-    def submit(self, fn: Callable[..., int], *args: Any) -> Future[int]:
-        f: Future[int] = Future()
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        f: Future[T] = Future()
         f.set_result(fn(*args))
         return f
 
@@ -141,6 +207,9 @@ class _Inline:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+_Pool = ThreadPoolExecutor | _Inline
 
 
 def encrypt_with_passphrase(src: IO[bytes], dst: IO[bytes], passphrase: str, threads: int = 0) -> int:
