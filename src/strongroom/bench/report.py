@@ -309,8 +309,15 @@ def _charts_of(suite: str) -> list[str]:
 
 def write(results: dict[str, Any], out: Path) -> list[str]:
     """Draws the charts and writes report.md into ``out``; returns the chart file names."""
-    charts = draw_charts(results, out)
-    (out / "report.md").write_text(markdown(results, charts) + "\n")
+    try:
+        charts = draw_charts(results, out)
+    except ImportError:  # matplotlib is an extra (scripts/install.sh installs it): the tables still count
+        charts = []
+        results.setdefault("notes", []).append("no charts: matplotlib is not installed (pip install 'strongroom[bench]')")
+    text = markdown(results, charts)
+    for note in results.get("notes", []):
+        text += f"\nNOTE: {note}\n"
+    (out / "report.md").write_text(text + "\n")
     return charts
 
 

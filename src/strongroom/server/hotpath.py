@@ -100,7 +100,10 @@ class HotPath:
             await self.app(scope, _replay(body, receive), send)
 
     def _signed(self, scope: Scope, body: bytes) -> SignedRequest:
-        headers = {k.decode(): v.decode("latin-1") for k, v in scope["headers"] if k in _AUTH}
+        headers: dict[str, str] = {}
+        for k, v in scope["headers"]:
+            if k in _AUTH:
+                headers.setdefault(k.decode(), v.decode("latin-1"))  # the first, as Starlette's headers.get
         return SignedRequest(
             method=scope["method"],
             raw_path=(scope.get("raw_path") or scope["path"].encode()).decode("latin-1"),
