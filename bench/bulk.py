@@ -1,6 +1,8 @@
-"""Entry point: python bench/bulk.py [--quick] [--out FILE]."""
+"""Entry point: python bench/bulk.py [--quick] [--out DIR] (= strongroom bench --only bulk)."""
 
-from strongroom.bench.bulk import main
+import sys
+
+from strongroom.cli.bench_cmds import bench
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    bench(["--only", "bulk", *sys.argv[1:]], prog_name="strongroom bench")

@@ -1,6 +1,8 @@
-"""Entry point: python bench/entropy_configs.py [--quick] [--out FILE]."""
+"""Entry point: python bench/entropy_configs.py [--quick] [--out DIR] (= strongroom bench --only entropy)."""
 
-from strongroom.bench.entropy_configs import main
+import sys
+
+from strongroom.cli.bench_cmds import bench
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    bench(["--only", "entropy", *sys.argv[1:]], prog_name="strongroom bench")

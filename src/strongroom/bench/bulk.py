@@ -7,12 +7,11 @@ tools' own cost (read, encrypt, write), not the disk's.  Each command also runs 
 file: ``wall`` throughput is size / time (what a user waits for, key derivation included);
 ``stream`` throughput is size / (time - empty-file time), the rate once the key is ready.
 
-    .venv/bin/python -m strongroom.bench.bulk [--quick] [--out bench-results/bulk.json]
+    strongroom bench --only bulk [--quick] [--out DIR]
 """
 
 from __future__ import annotations
 
-import json
 import os
 import pty
 import select
@@ -238,21 +237,3 @@ def table(report: dict[str, Any]) -> str:
         lines.append(f"all cores vs one core: {t['all_cores_vs_one_core_stream']}x (target >= 1.6: {verdict})")
     lines += [f"MISSING: {m}" for m in report["missing"]]
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", type=Path, default=Path("bench-results/bulk.json"))
-    args = ap.parse_args(argv)
-    report = run(args.quick)
-    print(table(report))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -6,16 +6,14 @@ against one Strongroom server with nothing extra, with haveged running, with
 Beside each: the cost of a 32-byte getrandom(2) (C loop), the kernel's entropy_avail, and the CPU
 the feeding daemon used.
 
-    .venv/bin/python -m strongroom.bench.entropy_configs [--quick] [--out bench-results/entropy.json]
+    strongroom bench --only entropy [--quick] [--out DIR]
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from strongroom.bench.keyserver import VALUE32, Strongroom
+from strongroom.bench.keyserver import VALUE32, Strongroom, median_ms
 from strongroom.bench.procs import cpu_seconds
 from strongroom.bench.rng import c_getrandom
 from strongroom.client import Client
@@ -39,15 +37,6 @@ def _entropy_avail() -> int | None:
         return int(ENTROPY_AVAIL.read_text())
     except (OSError, ValueError):
         return None
-
-
-def _median_ms(fn: Callable[[], object], n: int) -> float:
-    samples = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t) * 1000)
-    return round(statistics.median(samples), 3)
 
 
 def _completed(fn: Callable[[], object], seconds: float) -> float:
@@ -115,11 +104,11 @@ def _measure(s: Strongroom, root: Path, seconds: float, n: int) -> dict[str, Any
         shutil.rmtree(prof)  # the case study removed the local configuration each time
 
     return {
-        "register_ms": _median_ms(register, max(5, n // 4)),
+        "register_ms": median_ms(register, max(5, n // 4)),
         "registrations_per_s": _completed(register, seconds),
-        "put_ms": _median_ms(lambda: c.put("case-study", VALUE32), n),
-        "get_ms": _median_ms(lambda: c.get("case-study"), n),
-        "entropy_1000B_ms": _median_ms(lambda: c.entropy(1000), n),
+        "put_ms": median_ms(lambda: c.put("case-study", VALUE32), n),
+        "get_ms": median_ms(lambda: c.get("case-study"), n),
+        "entropy_1000B_ms": median_ms(lambda: c.entropy(1000), n),
         "entropy_per_s": _completed(lambda: c.entropy(1000), seconds),
     }
 
@@ -192,21 +181,3 @@ def table(report: dict[str, Any]) -> str:
     lines += [f"NOTE: {m}" for m in report["notes"]]
     lines += [f"MISSING: {m}" for m in report["missing"]]
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", type=Path, default=Path("bench-results/entropy.json"))
-    args = ap.parse_args(argv)
-    report = run(args.quick)
-    print(table(report))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

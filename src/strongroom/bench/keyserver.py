@@ -97,7 +97,7 @@ class Strongroom:
         self.proc.wait(30)
 
 
-def _median_ms(fn: Any, n: int) -> float:
+def median_ms(fn: Any, n: int) -> float:
     samples = []
     for _ in range(n):
         t = time.perf_counter()
@@ -153,12 +153,12 @@ def bench_strongroom(report: Report, root: Path, seconds: float, quick: bool) ->
         c.put("bench32", VALUE32)
         n = 10 if quick else 200
         report.latency_ms["strongroom"] = {
-            "register": _median_ms(
+            "register": median_ms(
                 lambda: Client.register([s.url], s.org, s.secret, "one", _fresh(root), s.data.ca_file).close(), n // 4
             ),
-            "put_32B": _median_ms(lambda: c.put("lat", VALUE32), n),
-            "get_32B": _median_ms(lambda: c.get("bench32"), n),
-            "entropy_1000B": _median_ms(lambda: c.entropy(1000), n),
+            "put_32B": median_ms(lambda: c.put("lat", VALUE32), n),
+            "get_32B": median_ms(lambda: c.get("bench32"), n),
+            "entropy_1000B": median_ms(lambda: c.entropy(1000), n),
         }
         est = (5000 if quick else 12000) * seconds  # signed requests to have ready: above any rate seen here
         for conns in (16,) if quick else (1, 16):
@@ -198,11 +198,11 @@ def bench_openbao(report: Report, root: Path, seconds: float, bin_dir: Path, qui
     try:
         h = {"X-Vault-Token": b.token}
         report.latency_ms["openbao"] = {
-            "get_32B": _median_ms(lambda: b.http.get("/v1/secret/data/bench").raise_for_status(), 50),
-            "put_32B": _median_ms(
+            "get_32B": median_ms(lambda: b.http.get("/v1/secret/data/bench").raise_for_status(), 50),
+            "put_32B": median_ms(
                 lambda: b.http.post("/v1/secret/data/bench", json={"data": {"v": "k" * 32}}).raise_for_status(), 50
             ),
-            "entropy_1000B": _median_ms(lambda: b.http.post("/v1/sys/tools/random/1000", json={}).raise_for_status(), 50),
+            "entropy_1000B": median_ms(lambda: b.http.post("/v1/sys/tools/random/1000", json={}).raise_for_status(), 50),
         }
         for conns in (16,) if quick else (1, 16):
             for label, method, path, body in (

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import contextlib
 import logging
 import os
@@ -24,8 +23,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from strongroom.crypto import reqsig
-from strongroom.server.errors import ApiError, BadRequest, TooLarge, Unavailable
-from strongroom.server.hotpath import HotPath
+from strongroom.server.errors import ApiError, Unavailable
+from strongroom.server.hotpath import HotPath, deposit_bytes
 from strongroom.server.nodes import NodeAgent
 from strongroom.server.service import MAX_ENTROPY, Policy, Service, SignedRequest
 
@@ -325,12 +324,7 @@ def create_app(service: Service, agent: NodeAgent | None = None) -> FastAPI:
 
     @app.put("/v1/deposits/{name}", status_code=201)
     async def put_deposit(name: str, body: PutRequest, request: Request) -> dict[str, Any]:
-        try:
-            data = base64.b64decode(body.data, validate=True)
-        except (binascii.Error, ValueError):
-            raise BadRequest("data must be standard base64") from None
-        if len(data) > service.config.deposit_limit:
-            raise TooLarge(f"deposit is larger than the server's limit of {service.config.deposit_limit} bytes")
+        data = deposit_bytes(body.data, service.config.deposit_limit)
         policy = body.policy.to_policy() if body.policy is not None else None
         return await signed(request, lambda ctx: service.put(ctx, name, data, policy))
 

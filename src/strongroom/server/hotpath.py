@@ -36,6 +36,17 @@ _AUTH = tuple(h.encode() for h in (reqsig.HEADER_CLIENT, reqsig.HEADER_TIME, req
 Bounded = Callable[[Any], Awaitable[Any]]
 
 
+def deposit_bytes(data_b64: str, limit: int) -> bytes:
+    """A put's content from its JSON body (standard base64), within the server's deposit limit."""
+    try:
+        data = base64.b64decode(data_b64, validate=True)
+    except (binascii.Error, ValueError):
+        raise BadRequest("data must be standard base64") from None
+    if len(data) > limit:
+        raise TooLarge(f"deposit is larger than the server's limit of {limit} bytes")
+    return data
+
+
 class _PassOn(Exception):
     """Not a request the fast path answers: FastAPI does."""
 
@@ -162,12 +173,7 @@ class HotPath:
         service = self.service
 
         async def run() -> dict[str, Any]:
-            try:
-                data = base64.b64decode(model.data, validate=True)
-            except (binascii.Error, ValueError):
-                raise BadRequest("data must be standard base64") from None
-            if len(data) > service.config.deposit_limit:
-                raise TooLarge(f"deposit is larger than the server's limit of {service.config.deposit_limit} bytes")
+            data = deposit_bytes(model.data, service.config.deposit_limit)
             policy = model.policy.to_policy() if model.policy is not None else None
             fut = service.signed_future(req, lambda ctx: service.put(ctx, name, data, policy))
             result: dict[str, Any] = await self.bounded(fut)
