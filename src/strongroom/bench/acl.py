@@ -17,35 +17,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from strongroom.fs import acl, mount
+from strongroom.bench.fs import mount_daemon
+from strongroom.fs import acl
 from strongroom.fs.volume import init_volume, unlock
 
 PASSPHRASE = "benchmark passphrase"  # noqa: S105 - a throwaway volume
-
-
-def _mount(vol: Path, mnt: Path, pw: Path) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "strongroom.cli.main",
-            "fs",
-            "mount",
-            str(vol),
-            str(mnt),
-            "--foreground",
-            "--passphrase-file",
-            str(pw),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while mount.mounted_at(mnt) is None:
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError("mount did not come up")
-        time.sleep(0.02)
-    return proc
 
 
 def _umount(mnt: Path, proc: subprocess.Popen[bytes]) -> None:
@@ -74,14 +50,14 @@ def run(quick: bool = False, progress: Any = print) -> dict[str, Any]:
         pw.write_text(PASSPHRASE)
         init_volume(vol, PASSPHRASE)
         keys = unlock(vol, lambda: PASSPHRASE)
-        proc = _mount(vol, mnt, pw)
+        proc = mount_daemon(vol, mnt, pw)
         (mnt / "small").write_bytes(os.urandom(3000))
         _umount(mnt, proc)
         for n in (0, 20, 200):
             (vol / acl.RULES_FILE).unlink(missing_ok=True)
             if n:
                 acl.save_rules(vol, keys.rules_mac, _rules(n))
-            proc = _mount(vol, mnt, pw)
+            proc = mount_daemon(vol, mnt, pw)
             try:
                 progress(f"{n} rules")
                 path = str(mnt / "small")

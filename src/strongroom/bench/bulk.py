@@ -69,7 +69,10 @@ def _run_with_tty(argv: list[str], env: dict[str, str]) -> tuple[int, float]:
     """Run argv on a pseudo-terminal, answering every passphrase prompt."""
     pid, fd = pty.fork()
     if pid == 0:  # pragma: no cover - the child
-        os.execvpe(argv[0], argv, env)  # noqa: S606 - a fixed benchmark command
+        try:
+            os.execvpe(argv[0], argv, env)  # noqa: S606 - a fixed benchmark command
+        finally:
+            os._exit(127)  # exec failed: never return into the parent's code in the child
     seen, answered = b"", 0
     try:
         while True:

@@ -130,24 +130,7 @@ class Strongroom(System):
         env = {**os.environ}
         if not aesni:
             env["OPENSSL_ia32cap"] = AESNI_OFF_WHEEL
-        cmd = [
-            sys.executable,
-            "-m",
-            "strongroom.cli.main",
-            "fs",
-            "mount",
-            str(vol),
-            str(self.mnt),
-            "--foreground",
-            "--passphrase-file",
-            str(pw),
-        ]
-        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while fs_mount.mounted_at(self.mnt) is None:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("strongroom mount did not come up")
-            time.sleep(0.02)
+        self.proc = mount_daemon(vol, self.mnt, pw, env)
 
     def teardown(self) -> None:
         if self.proc is not None:
@@ -160,6 +143,18 @@ class Strongroom(System):
 
     def pid(self) -> int | None:
         return None if self.proc is None else self.proc.pid
+
+
+def mount_daemon(vol: Path, mnt: Path, pw: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """`strongroom fs mount --foreground` in a child process; returns once the mount is up."""
+    cmd = [sys.executable, "-m", "strongroom.cli.main", "fs", "mount", str(vol), str(mnt), "--foreground"]
+    proc = subprocess.Popen([*cmd, "--passphrase-file", str(pw)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while fs_mount.mounted_at(mnt) is None:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("strongroom mount did not come up")
+        time.sleep(0.02)
+    return proc
 
 
 def peak_rss_mib(pid: int | None) -> float | None:
