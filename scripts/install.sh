@@ -30,4 +30,6 @@ rm -f src/strongroom/rng/libsrfips.so
 cc -O3 -march=native -Wall -shared -fPIC -o src/strongroom/rng/libsrrng.so src/strongroom/rng/*.c
 # strongroom.fs's block loop around the OS's libcrypto (AES-256-GCM per 4 KiB block, GIL released).
 cc -O2 -Wall -shared -fPIC -o src/strongroom/fs/libsrblocks.so src/strongroom/fs/blockcrypt.c -lcrypto
+# The access checks' process identity (/proc reads in one call, on every checked open).
+cc -O2 -Wall -shared -fPIC -o src/strongroom/fs/libsrproc.so src/strongroom/fs/procid.c
 echo "install.sh: ready (.venv/bin/strongroom)"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from strongroom.bench import acl as acl_bench
 from strongroom.bench import report as bench_report
 from strongroom.cli.bench_cmds import SUITE_NAMES
 from tests.serverproc import cli
@@ -41,7 +42,7 @@ def test_quick_bench_writes_a_complete_report(tmp_path: Path) -> None:
     assert {"nothing extra"} <= {row["config"] for row in s["entropy"]["rows"]}
     assert any(row["source"] == "strongroom new_key()" and row["ns_per_key"] > 0 for row in s["rng"]["keygen"])
     assert {row["system"] for row in s["fs"]["rows"]} >= {"plain", "strongroom"}
-    assert [row["rules"] for row in s["acl"]["rows"]] == [0, 20, 200]
+    assert [[row["rules"], row["acl_timeout"]] for row in s["acl"]["rows"]] == [list(c) for c in acl_bench.CONFIGS]
     assert any(row["tool"] == "strongroom" and row["wall_MiBps"] > 0 for row in s["bulk"]["rows"])
     for name in ("gocryptfs", "age", "gpg", "openbao", "pykmip", "haveged", "rngtest", "peer: ent"):
         measured = json.dumps(s).count(name) > 0

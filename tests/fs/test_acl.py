@@ -123,6 +123,36 @@ def test_tampered_rules_refuse_the_mount_and_everything_while_mounted(vol: Mount
     rules.write_text(saved)
 
 
+STAT, LS = "/usr/bin/stat", "/usr/bin/ls"
+
+
+def test_kernel_caches_never_answer_a_denied_open_or_listing(vol: Mount) -> None:
+    """The default --acl-timeout: opens and listings always reach the check; a lookup or stat of a
+    name an allowed program just used may be answered from the kernel's cache for that long, no more."""
+    _acl(vol, "add", str(vol.lower), "--allow", CAT, "--mode", "r")
+    _acl(vol, "add", str(vol.lower), "--allow", LS, "--mode", "r")
+    vol.start()
+    data = vol.mnt / "db" / "data"
+    for _ in range(3):
+        assert _run(CAT, str(data)).returncode == 0
+        assert _refused(_run(HEAD, str(data)))  # right after: the page cache and dentry are warm
+        assert _run(LS, str(vol.mnt / "db")).returncode == 0
+        r = _run(PYTHON, "-c", f"import os; print(os.listdir({str(vol.mnt / 'db')!r}))")
+        assert r.returncode != 0 and "PermissionError" in r.stderr
+    time.sleep(0.1 + 0.3)  # past the mount's --acl-timeout (0.1 s)
+    assert _refused(_run(STAT, str(data)))
+
+
+def test_strict_acl_timeout_checks_every_lookup_and_stat(vol: Mount) -> None:
+    _acl(vol, "add", str(vol.lower), "--allow", CAT, "--mode", "r")
+    vol.start("--acl-timeout", "0")
+    data = vol.mnt / "db" / "data"
+    for _ in range(3):
+        assert _run(CAT, str(data)).returncode == 0
+        assert _refused(_run(STAT, str(data)))  # right after the allowed read: no cached answer
+        assert _refused(_run(STAT, str(vol.mnt / "app.log")))
+
+
 def test_rule_changes_apply_without_remounting(vol: Mount) -> None:
     _acl(vol, "add", str(vol.lower), "--allow", CAT, "--mode", "r")
     vol.start()

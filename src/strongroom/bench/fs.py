@@ -145,9 +145,11 @@ class Strongroom(System):
         return None if self.proc is None else self.proc.pid
 
 
-def mount_daemon(vol: Path, mnt: Path, pw: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """`strongroom fs mount --foreground` in a child process; returns once the mount is up."""
-    cmd = [sys.executable, "-m", "strongroom.cli.main", "fs", "mount", str(vol), str(mnt), "--foreground"]
+def mount_daemon(
+    vol: Path, mnt: Path, pw: Path, env: dict[str, str] | None = None, args: list[str] | None = None
+) -> subprocess.Popen[bytes]:
+    """`strongroom fs mount --foreground [ARGS]` in a child process; returns once the mount is up."""
+    cmd = [sys.executable, "-m", "strongroom.cli.main", "fs", "mount", str(vol), str(mnt), "--foreground", *(args or [])]
     proc = subprocess.Popen([*cmd, "--passphrase-file", str(pw)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while fs_mount.mounted_at(mnt) is None:

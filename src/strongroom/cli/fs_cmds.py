@@ -275,6 +275,14 @@ def fs_decrypt(
     type=click.FloatRange(0, 60),
     help="Seconds the kernel may cache attributes; 0 makes sizes exact across hard-link names at once (slower).",
 )
+@click.option(
+    "--acl-timeout",
+    default=0.1,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    help="With access rules: seconds the kernel may answer a lookup or stat of a name unchecked "
+    "(opens and listings are always checked); 0 checks every one (slower).",
+)
 @passphrase_option
 @profile_option
 @_fs_errors
@@ -285,6 +293,7 @@ def fs_mount(
     allow_other: bool,
     read_only: bool,
     attr_timeout: float,
+    acl_timeout: float,
     passphrase_file: Path | None,
     profile: Path | None,
     servers: tuple[str, ...],
@@ -322,6 +331,7 @@ def fs_mount(
                 read_only,
                 attr_timeout=attr_timeout,
                 report_to=report_to,
+                acl_timeout=acl_timeout,
             )
         except mount.MountError as e:
             raise CliError(str(e)) from None
@@ -356,6 +366,7 @@ def fs_mount(
             on_mounted=mounted,
             attr_timeout=attr_timeout,
             report_to=report_to,
+            acl_timeout=acl_timeout,
         )
     except BaseException as e:  # noqa: BLE001 - reported through the pipe, the daemon then leaves
         try:

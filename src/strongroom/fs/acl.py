@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from strongroom.fs import durable
+from strongroom.fs import durable, procid
 from strongroom.fs.names import b64u
 
 RULES_FILE = "strongroom.acl.json"
@@ -186,14 +186,7 @@ class Enforcer:
     @staticmethod
     def identity(pid: int) -> tuple[int, ...] | None:
         """pid, start time, the running image's identity and the uid: an exec or a setuid changes it."""
-        try:
-            stat_fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            start, ppid = int(stat_fields[19]), int(stat_fields[1])
-            est = os.stat(f"/proc/{pid}/exe")
-            uid = os.stat(f"/proc/{pid}").st_uid
-        except (OSError, ValueError, IndexError):
-            return None  # the process is gone
-        return (pid, start, est.st_dev, est.st_ino, est.st_size, est.st_mtime_ns, est.st_ctime_ns, uid, ppid)
+        return procid.identity(pid)
 
     def caller(self, pid: int, key: tuple[int, ...] | None = None) -> Caller | None:
         key = key or self.identity(pid)

@@ -21,6 +21,9 @@ os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")  # mfusepy would take libfus
 FUSE_CAP_WRITEBACK_CACHE = 1 << 16
 MAX_WRITE = 1 << 20
 TIMEOUT = 1.0
+# On a volume with access rules: how long the kernel may answer a lookup or stat from its cache,
+# unchecked.  Opens and listings always reach the check; see docs/ACL.md, "Kernel caches".
+ACL_TIMEOUT = 0.1
 
 
 class MountError(Exception):
@@ -150,6 +153,7 @@ def run(
     on_mounted: Callable[[], None] | None = None,
     attr_timeout: float = TIMEOUT,
     report_to: Callable[[], Any] | None = None,
+    acl_timeout: float = ACL_TIMEOUT,
 ) -> None:
     """Serve the mount in this process until it is unmounted or SIGTERM/SIGINT arrives."""
     import mfusepy
@@ -182,9 +186,10 @@ def run(
             reporter = DenialReporter(vid, report_to, learn.parent / f"acl-{vid}.spool.jsonl")
         ops.acl = acl.Enforcer(volume, keys.rules_mac, learn, reporter)
         ops.context = mfusepy.fuse_get_context
-        # The kernel would answer cached lookups and attributes without asking: on a volume with
-        # access rules every lookup and stat reaches the daemon and its check.
-        ops.attr_timeout = ops.entry_timeout = 0.0
+        # The kernel answers cached lookups and attributes without asking the daemon: on a volume
+        # with access rules they are cached for acl_timeout at most (0: every one is checked).
+        ops.attr_timeout = min(attr_timeout, acl_timeout)
+        ops.entry_timeout = acl_timeout
     options: dict[str, Any] = {
         "fsname": f"strongroom:{os.path.realpath(volume)}",
         "subtype": "strongroom",
