@@ -115,7 +115,9 @@ def test_damage_in_a_middle_piece_fails_the_threaded_decrypt() -> None:
         standalone.decrypt_stream(io.BytesIO(bytes(data)), io.BytesIO(), lambda _env: kek, 2)
 
 
-@pytest.mark.parametrize("size", [0, 5, standalone.PIECE, 2 * standalone.PIECE + 4097])
+@pytest.mark.parametrize(
+    "size", [0, 5, native.CHUNK + 1, standalone.FILE_JOB, standalone.FILE_JOB + 1, 2 * standalone.FILE_JOB + 4097]
+)
 def test_file_input_pipeline_matches_the_stream_pipeline(tmp_path: Path, size: int) -> None:
     """A regular file is read by the sealing threads themselves (pread), from the file's current
     position; the result must decrypt exactly like the stream path's."""
@@ -131,3 +133,28 @@ def test_file_input_pipeline_matches_the_stream_pipeline(tmp_path: Path, size: i
         back = io.BytesIO()
         standalone.decrypt_stream(io.BytesIO(enc.getvalue()), back, lambda _env: kek, 2)
         assert back.getvalue() == plain
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("size", [0, 1, native.CHUNK - 1, native.CHUNK, 3 * native.CHUNK + 5])
+def test_seal_from_fd_reads_and_seals_a_range(tmp_path: Path, compiled: bool, size: int) -> None:
+    """Both the compiled read-and-seal loop and its Python stand-in: what a pread of the range
+    returns, sealed as consecutive blocks, stopping at the end of the file."""
+    src = tmp_path / "plain"
+    plain = os.urandom(size)
+    src.write_bytes(os.urandom(3 * content.BLOCK) + plain)
+    cipher = content.FileCipher(content.FileHeader.fresh(), compiled=compiled)
+    if compiled:
+        assert cipher._native is not None
+    length = 4 * native.CHUNK
+    scratch = memoryview(bytearray(native.CHUNK))
+    out = memoryview(bytearray(content.sealed_size(length)))
+    fd = os.open(src, os.O_RDONLY)
+    try:
+        nread, sealed = cipher.seal_from_fd(fd, 3 * content.BLOCK, 7, length, scratch, out)
+    finally:
+        os.close(fd)
+    assert nread == size and sealed == content.sealed_size(size)
+    assert cipher.open(7, bytes(out[:sealed])) == plain
+    with pytest.raises(OSError):
+        cipher.seal_from_fd(-1, 0, 0, length, scratch, out)  # a read error is an error, not an end

@@ -149,7 +149,7 @@ def tools(root: Path, strongroom: list[str]) -> list[Tool]:
 
 def run(quick: bool = False, progress: Callable[[str], None] = print, base: Path = Path("/var/tmp")) -> dict[str, Any]:
     mib = 256 if quick else 1024
-    repeats = 1 if quick else 3
+    repeats = 1 if quick else 5
     report: dict[str, Any] = {"quick": quick, "mib": mib, "repeats": repeats, "output": "/dev/null", "rows": [], "missing": []}
     strongroom = [sys.executable, "-m", "strongroom.cli.main"]
     with tempfile.TemporaryDirectory(prefix="strongroom-bulkbench-", dir=base) as tmp:
@@ -159,22 +159,38 @@ def run(quick: bool = False, progress: Callable[[str], None] = print, base: Path
             for _ in range(mib):
                 f.write(os.urandom(MIB))
         empty.write_bytes(b"")
+        ready: list[tuple[Tool, float]] = []
         for tool in tools(root, strongroom):
             label = f"{tool.name}, AES-NI {'on' if tool.aesni else 'off'}"
             if tool.needs and shutil.which(tool.needs) is None:
                 report["missing"].append(f"{tool.needs} (apt-get install {tool.needs}): {tool.name} not measured")
                 progress(f"{label}: MISSING")
                 continue
-            progress(label)
+            progress(f"{label}: warm-up")
             try:
                 _run(tool, big)  # warm-up: page cache, binaries, Python's bytecode cache
-                fixed = statistics.median(_run(tool, empty)[0] for _ in range(3))
-                runs = [_run(tool, big) for _ in range(repeats)]
+                ready.append((tool, statistics.median(_run(tool, empty)[0] for _ in range(3))))
             except RuntimeError as e:
                 report["missing"].append(f"{tool.name}: {e}")
+        # Round after round, every tool once per round: the machine's drift (±30 % here between
+        # minutes) falls on every row alike, and rows compare within the same minutes.
+        runs: list[list[tuple[float, float]] | None] = [[] for _ in ready]
+        for r in range(repeats):
+            progress(f"round {r + 1}/{repeats}")
+            for i, (tool, _fixed) in enumerate(ready):
+                measured = runs[i]
+                if measured is None:
+                    continue
+                try:
+                    measured.append(_run(tool, big))
+                except RuntimeError as e:
+                    report["missing"].append(f"{tool.name}: {e}")
+                    runs[i] = None
+        for (tool, fixed), measured in zip(ready, runs, strict=True):
+            if measured is None:
                 continue
-            wall = statistics.median(r[0] for r in runs)
-            cpu = statistics.median(r[1] for r in runs)
+            wall = statistics.median(r[0] for r in measured)
+            cpu = statistics.median(r[1] for r in measured)
             # Start-up and key derivation vary by tens of ms: when they are most of the run, the
             # difference says nothing and no stream figure is given.
             stream = round(mib / (wall - fixed), 1) if wall - fixed >= 0.2 * wall else None

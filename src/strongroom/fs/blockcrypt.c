@@ -8,10 +8,12 @@
  * AAD = file_id(16) || k as 8 bytes big-endian) || tag(16).  Nonces come from the caller
  * (getrandom), 12 bytes per block.
  */
+#include <errno.h>
 #include <openssl/evp.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #define SR_BLOCK 4096
 #define SR_NONCE 12
@@ -25,18 +27,14 @@ static void put_be64(unsigned char *p, uint64_t v)
     }
 }
 
-/* Seals len bytes of plain (every block full but the last) into out; returns the bytes written,
- * or -1 if OpenSSL failed. */
-long sr_seal_blocks(const unsigned char *key, const unsigned char *file_id, uint64_t first,
-                    const unsigned char *plain, size_t len, const unsigned char *nonces,
-                    unsigned char *out)
+/* Seals with a context already keyed; returns the bytes written, or -1 if OpenSSL failed. */
+static long seal_keyed(EVP_CIPHER_CTX *ctx, const unsigned char *file_id, uint64_t first,
+                       const unsigned char *plain, size_t len, const unsigned char *nonces,
+                       unsigned char *out)
 {
-    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
     unsigned char aad[24];
     long at = 0;
     int n;
-    if (ctx == NULL || EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, NULL) != 1)
-        goto fail;
     memcpy(aad, file_id, 16);
     for (size_t off = 0, k = 0; off < len; off += SR_BLOCK, k++) {
         size_t m = len - off < SR_BLOCK ? len - off : SR_BLOCK;
@@ -49,14 +47,34 @@ long sr_seal_blocks(const unsigned char *key, const unsigned char *file_id, uint
             EVP_EncryptUpdate(ctx, dst + SR_NONCE, &n, plain + off, (int)m) != 1 ||
             EVP_EncryptFinal_ex(ctx, dst + SR_NONCE + n, &n) != 1 ||
             EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, SR_TAG, dst + SR_NONCE + m) != 1)
-            goto fail;
+            return -1;
         at += (long)(SR_NONCE + m + SR_TAG);
     }
+    return at;
+}
+
+static EVP_CIPHER_CTX *keyed(const unsigned char *key)
+{
+    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+    if (ctx != NULL && EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, NULL) != 1) {
+        EVP_CIPHER_CTX_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+/* Seals len bytes of plain (every block full but the last) into out; returns the bytes written,
+ * or -1 if OpenSSL failed. */
+long sr_seal_blocks(const unsigned char *key, const unsigned char *file_id, uint64_t first,
+                    const unsigned char *plain, size_t len, const unsigned char *nonces,
+                    unsigned char *out)
+{
+    EVP_CIPHER_CTX *ctx = keyed(key);
+    if (ctx == NULL)
+        return -1;
+    long at = seal_keyed(ctx, file_id, first, plain, len, nonces, out);
     EVP_CIPHER_CTX_free(ctx);
     return at;
-fail:
-    EVP_CIPHER_CTX_free(ctx);
-    return -1;
 }
 
 /* Opens len bytes of consecutive sealed blocks into out; returns the plaintext bytes written.
@@ -96,6 +114,58 @@ long sr_open_blocks(const unsigned char *key, const unsigned char *file_id, uint
             return -2;
         }
         at += (long)m;
+    }
+    EVP_CIPHER_CTX_free(ctx);
+    return at;
+}
+
+/* Reads up to len plaintext bytes of file descriptor fd from offset and seals them into out as
+ * blocks first, first+1, ...: sr_seal_blocks over what a pread of the same range returns, done
+ * SR_CHUNK bytes at a time through scratch (SR_CHUNK bytes) so each chunk is still in this core's
+ * cache when it is sealed.  Stops at end of file.  Returns the sealed bytes written and sets
+ * *nread to the plaintext bytes read; -1 if OpenSSL failed, -2 if the read failed (errno set).
+ * len must be a multiple of SR_BLOCK; nonces must hold 12 bytes per block of len. */
+#define SR_CHUNK (16 * SR_BLOCK)
+
+long sr_pread_seal(int fd, int64_t offset, size_t len, const unsigned char *key,
+                   const unsigned char *file_id, uint64_t first, const unsigned char *nonces,
+                   unsigned char *scratch, unsigned char *out, uint64_t *nread)
+{
+    EVP_CIPHER_CTX *ctx = keyed(key);
+    long at = 0;
+    size_t done = 0;
+    *nread = 0;
+    if (ctx == NULL)
+        return -1;
+    while (done < len) {
+        size_t want = len - done < SR_CHUNK ? len - done : SR_CHUNK, have = 0;
+        while (have < want) {
+            ssize_t got = pread(fd, scratch + have, want - have, (off_t)(offset + done + have));
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got < 0) {
+                int saved = errno;
+                EVP_CIPHER_CTX_free(ctx);
+                errno = saved;
+                return -2;
+            }
+            if (got == 0)
+                break;
+            have += (size_t)got;
+        }
+        if (have == 0)
+            break;
+        long sealed = seal_keyed(ctx, file_id, first + done / SR_BLOCK, scratch, have,
+                                 nonces + done / SR_BLOCK * SR_NONCE, out + at);
+        if (sealed < 0) {
+            at = -1;
+            break;
+        }
+        at += sealed;
+        done += have;
+        *nread = done;
+        if (have < want)
+            break; /* end of file */
     }
     EVP_CIPHER_CTX_free(ctx);
     return at;

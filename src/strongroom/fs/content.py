@@ -149,6 +149,34 @@ class FileCipher:
             at += NONCE + len(block) + TAG
         return at
 
+    def seal_from_fd(
+        self, fd: int, offset: int, first: int, length: int, scratch: memoryview, out: memoryview
+    ) -> tuple[int, int]:
+        """Up to ``length`` bytes (whole blocks) of ``fd`` from ``offset``, sealed as blocks first,
+        first+1, ... into ``out``; returns (plaintext bytes read, sealed bytes written).  Stops at
+        end of file.  Compiled: read and sealed in 64 KiB chunks through ``scratch`` (at least
+        native.CHUNK bytes) in one call; otherwise the same, chunk by chunk in Python."""
+        n = length // BLOCK
+        if first + n > MAX_BLOCKS_PER_KEY:
+            raise DamagedFile("this file key has sealed as many blocks as it safely can; reencrypt the file")
+        if self._native is not None:
+            return native.pread_seal(
+                self._native, fd, offset, length, self._key, self.file_id, first, os.urandom(NONCE * n), scratch, out
+            )
+        done = at = 0
+        while done < length:
+            want = min(native.CHUNK, length - done)
+            have = 0
+            while have < want and (got := os.preadv(fd, [scratch[have:want]], offset + done + have)):
+                have += got
+            if not have:
+                break
+            at += self.seal_into(first + done // BLOCK, scratch[:have], out[at:])
+            done += have
+            if have < want:
+                break
+        return done, at
+
     def open_into(self, first: int, ciphertext: memoryview, out: memoryview) -> int:
         """Like open, written into ``out``; returns the plaintext bytes written."""
         if self._native is not None:

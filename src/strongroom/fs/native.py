@@ -25,7 +25,7 @@ def lib() -> ctypes.CDLL | None:
     if os.environ.get("STRONGROOM_NO_NATIVE") == "1" or not LIBRARY.exists():
         return None
     try:
-        so = ctypes.CDLL(str(LIBRARY))
+        so = ctypes.CDLL(str(LIBRARY), use_errno=True)
     except OSError:  # built for another machine, or its libcrypto is gone: the Python path serves
         return None
     vp, size, u64 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64
@@ -33,6 +33,19 @@ def lib() -> ctypes.CDLL | None:
     so.sr_seal_blocks.argtypes = [ctypes.c_char_p, ctypes.c_char_p, u64, vp, size, ctypes.c_char_p, vp]
     so.sr_open_blocks.restype = ctypes.c_long
     so.sr_open_blocks.argtypes = [ctypes.c_char_p, ctypes.c_char_p, u64, vp, size, vp, ctypes.POINTER(u64)]
+    so.sr_pread_seal.restype = ctypes.c_long
+    so.sr_pread_seal.argtypes = [
+        ctypes.c_int,
+        ctypes.c_int64,
+        size,
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        u64,
+        ctypes.c_char_p,
+        vp,
+        vp,
+        ctypes.POINTER(u64),
+    ]
     return so
 
 
@@ -66,6 +79,40 @@ def seal(so: ctypes.CDLL, key: bytes, file_id: bytes, first: int, plain: memoryv
     if n < 0:
         raise RuntimeError("OpenSSL failed to seal")
     return n
+
+
+CHUNK = 16 * BLOCK  # SR_CHUNK in blockcrypt.c
+
+
+def pread_seal(
+    so: ctypes.CDLL,
+    fd: int,
+    offset: int,
+    length: int,
+    key: bytes,
+    file_id: bytes,
+    first: int,
+    nonces: bytes,
+    scratch: memoryview,
+    out: memoryview,
+) -> tuple[int, int]:
+    """Up to ``length`` bytes of ``fd`` from ``offset``, read and sealed in cache-sized chunks in
+    one call; returns (plaintext bytes read, sealed bytes written).  Stops at end of file."""
+    blocks = length // BLOCK
+    if length % BLOCK or offset < 0 or len(nonces) < NONCE * blocks:
+        raise ValueError("length must be whole blocks, with a nonce for each")
+    if scratch.readonly or scratch.nbytes < CHUNK or out.readonly or out.nbytes < length + (NONCE + TAG) * blocks:
+        raise ValueError("scratch or output buffer is read-only or too small")
+    if len(key) != 32 or len(file_id) != 16:
+        raise ValueError("bad key or file id length")
+    nread = ctypes.c_uint64(0)
+    n = int(so.sr_pread_seal(fd, offset, length, key, file_id, first, nonces, _addr(scratch), _addr(out), ctypes.byref(nread)))
+    if n == -2:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    if n < 0:
+        raise RuntimeError("OpenSSL failed to seal")
+    return nread.value, n
 
 
 def open_(so: ctypes.CDLL, key: bytes, file_id: bytes, first: int, sealed: memoryview, out: memoryview) -> int:

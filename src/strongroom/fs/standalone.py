@@ -17,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
-from strongroom.fs import content
+from strongroom.fs import content, native
 from strongroom.fs.config import ConfigError, kek_aad, passphrase_source, passphrase_source_key
 from strongroom.fs.keys import WrongKey, open_sealed
 from strongroom.fs.names import b64u, unb64u
@@ -25,6 +25,7 @@ from strongroom.fs.names import b64u, unb64u
 T = TypeVar("T")
 MAGIC = b"SRE1"
 PIECE = 256 * content.BLOCK  # plaintext per read and per sealing job: 1 MiB
+FILE_JOB = 4 * PIECE  # from a regular file: per sealing job (read and sealed in 64 KiB chunks)
 MAX_ENVELOPE = 1 << 16
 
 
@@ -105,12 +106,12 @@ def encrypt_stream(
     header = content.FileHeader.fresh()
     dst.write(header.encode(kek, volume_id))
     cipher = content.FileCipher(header)
-    slots = [(_buffer(PIECE), _buffer(content.sealed_size(PIECE))) for _ in range(threads + 1)]
     with _pipeline(threads) as pool:
         fd = _regular_fd(src)
         if fd is not None:
-            total = _seal_file(fd, src.tell(), pool, slots, cipher, dst)
+            total = _seal_file(fd, src.tell(), pool, threads, cipher, dst)
         else:
+            slots = [(_buffer(PIECE), _buffer(content.sealed_size(PIECE))) for _ in range(threads + 1)]
             total = _seal_stream(src, pool, slots, cipher, dst)
     dst.write(cipher.seal_end(total))
     return total
@@ -143,16 +144,15 @@ def _seal_stream(
     return total
 
 
-def _seal_file(
-    fd: int, start: int, pool: _Pool, slots: list[tuple[memoryview, memoryview]], cipher: content.FileCipher, dst: IO[bytes]
-) -> int:
-    """A regular file: each job reads its own piece (pread) and seals it, so the copy out of the
-    page cache runs on every core and stays in that core's cache until sealed.  The first short
-    piece is the end: anything read after it (the file grew meanwhile) is dropped."""
+def _seal_file(fd: int, start: int, pool: _Pool, threads: int, cipher: content.FileCipher, dst: IO[bytes]) -> int:
+    """A regular file: each job reads its own range and seals it, 64 KiB at a time, in one call
+    without the GIL (FileCipher.seal_from_fd), so the copy out of the page cache runs on every core
+    and each chunk is still in that core's cache when it is sealed.  The first short job is the
+    end: anything read after it (the file grew meanwhile) is dropped."""
+    slots = [(_buffer(native.CHUNK), _buffer(content.sealed_size(FILE_JOB))) for _ in range(threads + 1)]
 
-    def job(offset: int, inp: memoryview, out: memoryview) -> tuple[int, int]:
-        n = _pread_full(fd, inp, offset)
-        return n, cipher.seal_into((offset - start) // content.BLOCK, inp[:n], out) if n else 0
+    def job(offset: int, scratch: memoryview, out: memoryview) -> tuple[int, int]:
+        return cipher.seal_from_fd(fd, offset, (offset - start) // content.BLOCK, FILE_JOB, scratch, out)
 
     total, ended = 0, False
     queue: deque[tuple[Future[tuple[int, int]], memoryview]] = deque()
@@ -164,27 +164,17 @@ def _seal_file(
         if not ended:
             dst.write(ready[:sealed])
             total += n
-            ended = n < PIECE
+            ended = n < FILE_JOB
 
-    for i, (inp, out) in enumerate(itertools.cycle(slots)):
+    for i, (scratch, out) in enumerate(itertools.cycle(slots)):
         while queue and any(o is out for _, o in queue):
             write_oldest()
         if ended:
             break
-        queue.append((pool.submit(job, start + i * PIECE, inp, out), out))
+        queue.append((pool.submit(job, start + i * FILE_JOB, scratch, out), out))
     while queue:
         write_oldest()
     return total
-
-
-def _pread_full(fd: int, buf: memoryview, offset: int) -> int:
-    have = 0
-    while have < len(buf):
-        got = os.preadv(fd, [buf[have:]], offset + have)
-        if not got:
-            break
-        have += got
-    return have
 
 
 def _drain(queue: deque[tuple[Future[int], memoryview]], dst: IO[bytes], until_free: memoryview | None = None) -> None:
