@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(python3 python3-venv python3-dev gcc ca-certificates postgresql wrk ent rng-tools5 fuse3 libfuse3-3 gocryptfs sqlite3 libssl-dev age gpg haveged)
+APT_PACKAGES=(python3 python3-venv python3-dev gcc ca-certificates postgresql wrk ent rng-tools5 fuse3 libfuse3-3 gocryptfs sqlite3 libssl-dev libsodium23 age gpg haveged)
 
 if [ "$(id -u)" = 0 ]; then
   missing=()

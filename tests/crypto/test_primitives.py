@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import os
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from strongroom.crypto import aead, kdf, reqsig, sealedbox
+from strongroom.crypto import aead, identity, kdf, reqsig, sealedbox
 from strongroom.crypto.identity import Identity, b64u, unb64u, verify
 
 
@@ -79,6 +80,30 @@ def test_identity_sign_verify_and_repr_hides_key() -> None:
     again = Identity.from_private_bytes(ident.private_bytes())
     assert again.public_bytes() == ident.public_bytes()
     assert b64u(ident.private_bytes()) not in repr(ident)
+
+
+def test_libsodium_is_used_and_agrees_with_openssl() -> None:
+    """The server's verifier (the OS's libsodium) and pyca/OpenSSL give the same verdicts on good
+    signatures and on every kind of damage; libsodium also refuses a small-order public key."""
+    assert identity._sodium() is not None, "install.sh installs libsodium23"
+    for _ in range(50):
+        ident = Identity.generate()
+        pub, msg = ident.public_bytes(), os.urandom(int.from_bytes(os.urandom(1), "big"))
+        sig = ident.sign(msg)
+        cases = [
+            (pub, sig, msg),
+            (pub, sig, msg + b"x"),
+            (pub, bytes([sig[0] ^ 1]) + sig[1:], msg),
+            (pub, sig[:32] + bytes([sig[32] ^ 1]) + sig[33:], msg),
+            (Identity.generate().public_bytes(), sig, msg),
+            (pub, sig[:63], msg),
+            (pub[:31], sig, msg),
+        ]
+        for p, s, m in cases:
+            assert verify(p, s, m) == identity.verify_openssl(p, s, m)
+        assert verify(pub, sig, msg)
+    small_order = bytes(32)  # the identity point's neighbour (y = 0): order 4
+    assert not verify(small_order, bytes(64), b"")
 
 
 @pytest.mark.parametrize("bad", ["a=", "a+b", "a/b", "a b", "\n"])

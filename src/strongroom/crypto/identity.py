@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import base64
+import ctypes
+import ctypes.util
+import functools
+import os
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -50,7 +54,43 @@ class Identity:
         return f"Identity(public={b64u(self.public_bytes())})"
 
 
+@functools.lru_cache(maxsize=1)
+def _sodium() -> ctypes.CDLL | None:
+    """The OS's libsodium (Debian's libsodium23), when present and not turned off.
+
+    The server verifies an Ed25519 signature on every request: OpenSSL 3.0 takes ~170 µs per
+    verification on this project's machines, libsodium ~90 µs, and ctypes releases the GIL for it.
+    Both implement RFC 8032; libsodium is the stricter of the two (it also refuses small-order
+    public keys and non-canonical encodings)."""
+    if os.environ.get("STRONGROOM_NO_SODIUM") == "1":
+        return None
+    name = ctypes.util.find_library("sodium")
+    if name is None:
+        return None
+    try:
+        so = ctypes.CDLL(name)
+    except OSError:
+        return None
+    if so.sodium_init() < 0:
+        return None
+    fn = so.crypto_sign_ed25519_verify_detached
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulonglong, ctypes.c_char_p]
+    return so
+
+
 def verify(public_key: bytes, signature: bytes, message: bytes) -> bool:
+    """Whether ``signature`` is public_key's Ed25519 signature of ``message``."""
+    if len(public_key) != 32 or len(signature) != 64:
+        return False
+    so = _sodium()
+    if so is not None:
+        return bool(so.crypto_sign_ed25519_verify_detached(signature, message, len(message), public_key) == 0)
+    return verify_openssl(public_key, signature, message)
+
+
+def verify_openssl(public_key: bytes, signature: bytes, message: bytes) -> bool:
+    """The same check through pyca/cryptography (OpenSSL): the fallback without libsodium."""
     try:
         Ed25519PublicKey.from_public_bytes(public_key).verify(signature, message)
     except (InvalidSignature, ValueError):
