@@ -77,8 +77,18 @@ class Client:
         self.client_id = client_id
         self._identity = identity
         self.ca_file = ca_file
-        self._http = httpx.Client(verify=_tls_context(str(ca_file) if ca_file else None), timeout=timeout, http2=False)
+        self._timeout = timeout
+        self._http_client: httpx.Client | None = None
         self._current = 0
+
+    @property
+    def _http(self) -> httpx.Client:
+        # Made on first use: a client that is registered and handed on (bulk enrolment) never
+        # pays for a connection pool it does not use.
+        if self._http_client is None:
+            ctx = _tls_context(str(self.ca_file) if self.ca_file else None)
+            self._http_client = httpx.Client(verify=ctx, timeout=self._timeout, http2=False)
+        return self._http_client
 
     @classmethod
     def from_profile(cls, path: str | os.PathLike[str] | None = None) -> Client:
@@ -118,7 +128,8 @@ class Client:
         return conn
 
     def close(self) -> None:
-        self._http.close()
+        if self._http_client is not None:
+            self._http_client.close()
 
     def __enter__(self) -> Client:
         return self

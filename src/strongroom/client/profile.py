@@ -65,6 +65,13 @@ class Profile:
             "role": self.role,
         }
         _write_private(self.path / "profile.json", json.dumps(doc, indent=2) + "\n")
+        # The renames above are durable only once the directory is: a registered identity must
+        # survive a crash right after registration returns.
+        dfd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str] | None = None) -> Profile:
