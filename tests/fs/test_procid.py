@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -58,3 +60,76 @@ def test_an_exec_changes_the_identity(read: Callable[[int], tuple[int, ...] | No
     finally:
         proc.kill()
         proc.wait()
+
+
+Reader = Callable[[int], tuple[int, ...] | None]
+
+
+def _wait_change(read: Reader, pid: int, before: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    after = before
+    for _ in range(300):
+        after = read(pid)
+        if after != before:
+            break
+        time.sleep(0.01)
+    return after
+
+
+def test_tracker_sees_an_exec_a_setuid_and_an_exit(tmp_path: Path) -> None:
+    """The cached fast path (pidfd liveness, executable and uid re-checked) never returns what the
+    full read would not."""
+    tracker = procid.Tracker(limit=2)
+    script = tmp_path / "s.py"
+    script.write_text(
+        "import os, sys\n"
+        "sys.stdin.readline()\n"
+        "os.setuid(65534)\n"  # the tests run as root
+        "sys.stdin.readline()\n"
+        "os.execv('/usr/bin/sleep', ['sleep', '30'])\n"
+    )
+    proc = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE)
+    others = [subprocess.Popen(["/usr/bin/sleep", "30"]) for _ in range(2)]
+    try:
+        assert proc.stdin is not None
+        first = tracker.identity(proc.pid)
+        assert first is not None and first == procid.identity(proc.pid)
+        assert tracker.identity(proc.pid) == first  # the fast path, same answer
+        for o in others:  # over the limit: the cache is emptied, answers stay right
+            assert tracker.identity(o.pid) == procid.identity(o.pid)
+        assert tracker.identity(proc.pid) == first
+        proc.stdin.write(b"\n")
+        proc.stdin.flush()
+        after_setuid = _wait_change(tracker.identity, proc.pid, first)
+        assert after_setuid is not None and after_setuid[7] == 65534 and after_setuid == procid.identity(proc.pid)
+        proc.stdin.write(b"\n")
+        proc.stdin.flush()
+        after_exec = _wait_change(tracker.identity, proc.pid, after_setuid)
+        assert after_exec is not None and after_exec[2:7] != first[2:7] and after_exec == procid.identity(proc.pid)
+    finally:
+        for p in (proc, *others):
+            p.kill()
+            p.wait()
+    assert tracker.identity(proc.pid) is None
+
+
+def test_tracker_takes_thread_ids() -> None:
+    """FUSE reports the calling thread's id; a thread that is not the process leader is tracked too."""
+    tracker = procid.Tracker()
+    ready, done = threading.Event(), threading.Event()
+    tid: list[int] = []
+
+    def run() -> None:
+        tid.append(threading.get_native_id())
+        ready.set()
+        done.wait()
+
+    t = threading.Thread(target=run)
+    t.start()
+    try:
+        ready.wait(5)
+        assert tid[0] != os.getpid()
+        assert tracker.identity(tid[0]) == procid.identity(tid[0]) is not None
+        assert tracker.identity(tid[0]) == procid.identity(tid[0])
+    finally:
+        done.set()
+        t.join()

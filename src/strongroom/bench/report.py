@@ -55,13 +55,18 @@ def keyserver_table(r: dict[str, Any]) -> str:
 def _acl_label(row: dict[str, Any]) -> str:
     timeout = row.get("acl_timeout")
     if not row["rules"] or timeout is None:
-        return f"{row['rules']} rules"
+        return f"{row['rules']} rules" + (" (second copy)" if row.get("copy") else "")
     return f"{row['rules']} rules, " + ("strict (--acl-timeout 0)" if timeout == 0 else f"--acl-timeout {timeout:g}")
 
 
 def acl_table(r: dict[str, Any]) -> str:
     lines = ["| rules | µs per open+read+close (median) | vs no rules |", "|---|---|---|"]
     lines += [f"| {_acl_label(row)} | {row['us_per_open_read']} | {row['vs_no_rules']} |" for row in r["rows"]]
+    if "no_rules_us" in r:
+        lines.append(
+            f"\nbaseline: the mean of the two no-rules copies, {r['no_rules_us']} µs "
+            f"(they differ by {r['no_rules_spread'] * 100:.1f} %: this run's noise)"
+        )
     lines.append(f"\n20 rules add <= 10 % (the mount's default --acl-timeout): {'met' if r.get('target_met') else 'MISSED'}")
     return "\n".join(lines)
 

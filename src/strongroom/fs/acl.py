@@ -133,6 +133,7 @@ class Enforcer:
         self._key = key
         self._lock = threading.Lock()
         self._hashes: dict[tuple[int, int, int, int, int], str] = {}
+        self._tracker = procid.Tracker()
         self._callers: dict[tuple[int, ...], Caller] = {}
         self._verdicts: dict[tuple[Any, ...], tuple[bool, Caller | None]] = {}
         self._logged: set[tuple[str, str]] = set()
@@ -183,10 +184,9 @@ class Enforcer:
                 self._hashes[key] = digest
         return digest
 
-    @staticmethod
-    def identity(pid: int) -> tuple[int, ...] | None:
+    def identity(self, pid: int) -> tuple[int, ...] | None:
         """pid, start time, the running image's identity and the uid: an exec or a setuid changes it."""
-        return procid.identity(pid)
+        return self._tracker.identity(pid)
 
     def caller(self, pid: int, key: tuple[int, ...] | None = None) -> Caller | None:
         key = key or self.identity(pid)
