@@ -10,16 +10,37 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* out[0..5] = the running executable's st_dev, st_ino, st_size, mtime and ctime (ns), then the
+ * process's uid.  Returns 0 or -errno. */
+static int image_and_uid(int pid, long long out[6])
+{
+    char path[64];
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/%d/exe", pid);
+    if (stat(path, &st) != 0)
+        return -errno;
+    out[0] = (long long)st.st_dev;
+    out[1] = (long long)st.st_ino;
+    out[2] = (long long)st.st_size;
+    out[3] = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+    out[4] = (long long)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
+    snprintf(path, sizeof path, "/proc/%d", pid);
+    if (stat(path, &st) != 0)
+        return -errno;
+    out[5] = (long long)st.st_uid;
+    return 0;
+}
+
 int sr_proc_identity(int pid, long long out[9])
 {
     char path[64], buf[1024];
-    struct stat st;
 
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -52,25 +73,15 @@ int sr_proc_identity(int pid, long long out[9])
         while (*p != ' ' && *p != '\0')
             p++; /* field 3 is the state letter: no digits */
     }
-    snprintf(path, sizeof path, "/proc/%d/exe", pid);
-    if (stat(path, &st) != 0)
-        return -errno;
+    err = image_and_uid(pid, out + 2);
+    if (err != 0)
+        return err;
     out[0] = pid;
     out[1] = start;
-    out[2] = (long long)st.st_dev;
-    out[3] = (long long)st.st_ino;
-    out[4] = (long long)st.st_size;
-    out[5] = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
-    out[6] = (long long)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
-    snprintf(path, sizeof path, "/proc/%d", pid);
-    if (stat(path, &st) != 0)
-        return -errno;
-    out[7] = (long long)st.st_uid;
     out[8] = ppid;
     return 0;
 }
 
-#include <poll.h>
 
 /* 1 while the process behind pidfd runs, 0 once it has exited, -errno if poll failed. */
 static int alive(int pidfd)
@@ -89,21 +100,10 @@ static int alive(int pidfd)
  * field and which cost about half of every access check.  Returns 0, or -ESRCH if it exited. */
 int sr_proc_recheck(int pid, int pidfd, long long out[6])
 {
-    char path[64];
-    struct stat st;
     if (alive(pidfd) != 1)
         return -ESRCH;
-    snprintf(path, sizeof path, "/proc/%d/exe", pid);
-    if (stat(path, &st) != 0)
-        return -errno;
-    out[0] = (long long)st.st_dev;
-    out[1] = (long long)st.st_ino;
-    out[2] = (long long)st.st_size;
-    out[3] = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
-    out[4] = (long long)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
-    snprintf(path, sizeof path, "/proc/%d", pid);
-    if (stat(path, &st) != 0)
-        return -errno;
-    out[5] = (long long)st.st_uid;
+    int err = image_and_uid(pid, out);
+    if (err != 0)
+        return err;
     return alive(pidfd) == 1 ? 0 : -ESRCH;
 }
