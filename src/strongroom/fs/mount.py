@@ -126,9 +126,12 @@ def _request_context() -> Callable[[], tuple[int, int, int]]:
 
     import mfusepy
 
-    fn = ctypes.PyDLL(mfusepy._libfuse_path).fuse_get_context
-    fn.restype = ctypes.POINTER(mfusepy.fuse_context)
-    fn.argtypes = []
+    try:
+        fn = ctypes.PyDLL(mfusepy._libfuse_path).fuse_get_context
+        fn.restype = ctypes.POINTER(mfusepy.fuse_context)
+        fn.argtypes = []
+    except (AttributeError, OSError):  # another mfusepy layout: its own (slower) reader still works
+        return mfusepy.fuse_get_context  # type: ignore[no-any-return]
 
     def context() -> tuple[int, int, int]:
         c = fn().contents
