@@ -266,3 +266,13 @@ def test_fallocate(vol: Mount) -> None:
         assert ctypes.get_errno() == errno.EOPNOTSUPP
     finally:
         os.close(fd)
+
+
+def test_stat_reports_the_mounts_preferred_io_size(vol: Mount) -> None:
+    """cp and stdio size their buffers by st_blksize: the mount's 1 MiB requests, not the lower 4 KiB."""
+    from strongroom.fs.fuse_ops import MAX_REQUEST
+
+    f = vol.mnt / "blk"
+    f.write_bytes(b"x")
+    assert os.stat(f).st_blksize == MAX_REQUEST == 1 << 20
+    assert os.stat(vol.mnt).st_blksize == MAX_REQUEST

@@ -201,7 +201,10 @@ class VolumeOps:
             "st_mtime": st.st_mtime_ns,
             "st_ctime": st.st_ctime_ns,
             "st_blocks": st.st_blocks,
-            "st_blksize": st.st_blksize,
+            # The preferred I/O size programs read from stat: cp and stdio size their buffers by it,
+            # and each write through FUSE is a round trip (no writeback cache here).  The lower
+            # file's 4 KiB made cp copy in 128 KiB writes; 1 MiB took a 1 GiB copy 7.7 -> 5.1 s.
+            "st_blksize": MAX_REQUEST,
             "st_rdev": st.st_rdev,
         }
 
