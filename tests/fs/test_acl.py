@@ -243,3 +243,11 @@ def test_denials_reach_the_key_servers_audit_log_and_wait_while_it_is_down(tmp_p
         for p in Path("/run/strongroom").glob("acl-*.spool.jsonl"):
             p.unlink()
         d.close()
+
+
+def test_the_clis_acl_timeout_default_is_the_mounts() -> None:
+    from strongroom.cli.fs_cmds import fs_mount
+    from strongroom.fs import mount
+
+    option = next(p for p in fs_mount.params if p.name == "acl_timeout")
+    assert option.default == mount.ACL_TIMEOUT

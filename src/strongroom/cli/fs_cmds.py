@@ -277,7 +277,7 @@ def fs_decrypt(
 )
 @click.option(
     "--acl-timeout",
-    default=0.1,
+    default=0.1,  # mount.ACL_TIMEOUT (not imported here: the CLI starts without the FUSE layer; a test holds them equal)
     show_default=True,
     type=click.FloatRange(0, 1),
     help="With access rules: seconds the kernel may answer a lookup or stat of a name unchecked "

@@ -182,7 +182,6 @@ def run(
     acl_timeout: float = ACL_TIMEOUT,
 ) -> None:
     """Serve the mount in this process until it is unmounted or SIGTERM/SIGINT arrives."""
-
     from strongroom.fs import acl
 
     if not mountpoint.is_dir():
