@@ -27,6 +27,7 @@ from strongroom.server.errors import ApiError, Unavailable
 from strongroom.server.hotpath import HotPath, deposit_bytes
 from strongroom.server.nodes import NodeAgent
 from strongroom.server.service import MAX_ENTROPY, Policy, Service, SignedRequest
+from strongroom.server.writerlink import WriterLink
 
 log = logging.getLogger("strongroom.server.api")
 T = TypeVar("T")
@@ -173,7 +174,9 @@ class Metrics:
             registry=self.registry,
         )
         self.sealed = Gauge("strongroom_sealed", "1 while this server process is sealed", registry=self.registry)
-        self.batches = Gauge("strongroom_commit_batches", "group commits run by this process", registry=self.registry)
+        self.batches = Gauge(
+            "strongroom_commit_batches", "group commits by this worker and the writer process", registry=self.registry
+        )
         self.batched = Gauge("strongroom_commit_actions", "actions committed in group commits", registry=self.registry)
         self.batch_seconds = Gauge(
             "strongroom_commit_seconds", "seconds spent in group commits (lock wait included)", registry=self.registry
@@ -217,7 +220,8 @@ class MetricsMiddleware:
             self.metrics.latency.labels(path, scope["method"]).observe(time.perf_counter() - start)
 
 
-def create_app(service: Service, agent: NodeAgent | None = None) -> FastAPI:
+def create_app(service: Service, agent: NodeAgent | None = None, link: WriterLink | None = None) -> ASGIApp:
+    """The API; with ``link``, the hot routes' actions run in the server's writer process."""
     limit = service.config.deposit_limit * 4 // 3 + 65536
     metrics = Metrics()
 
@@ -253,10 +257,6 @@ def create_app(service: Service, agent: NodeAgent | None = None) -> FastAPI:
     )
 
     hot_routes: dict[str, Any] = {}  # filled below, once the routes exist
-    if os.environ.get("STRONGROOM_NO_HOTPATH") != "1":  # "1": everything through FastAPI (for A/B runs)
-        app.add_middleware(HotPath, service=service, bounded=_bounded, put_model=PutRequest, routes=hot_routes, error=_error)
-    app.add_middleware(BodyLimit, limit=limit)
-    app.add_middleware(MetricsMiddleware, metrics=metrics)
 
     @app.exception_handler(ApiError)
     async def _api_error(_r: Request, e: ApiError) -> JSONResponse:
@@ -302,10 +302,14 @@ def create_app(service: Service, agent: NodeAgent | None = None) -> FastAPI:
     @app.get("/metrics", include_in_schema=False)
     async def metrics_endpoint() -> Response:
         metrics.sealed.set(1 if service.barrier.sealed else 0)
-        stats = service.committer.stats
-        metrics.batches.set(stats.batches)
-        metrics.batched.set(stats.actions)
-        metrics.batch_seconds.set(stats.seconds)
+        local = service.committer.stats
+        batches, actions, seconds = float(local.batches), float(local.actions), local.seconds
+        remote = await link.stats() if link is not None else None
+        if remote is not None:  # the writer process runs the hot routes' batches
+            batches, actions, seconds = batches + remote["batches"], actions + remote["actions"], seconds + remote["seconds"]
+        metrics.batches.set(batches)
+        metrics.batched.set(actions)
+        metrics.batch_seconds.set(seconds)
         mix = service.entropy_mixer.status()
         metrics.mixed.set(int(mix["mixed"]))  # type: ignore[call-overload]
         metrics.unmixed.set(int(mix["unmixed"]))  # type: ignore[call-overload]
@@ -371,7 +375,10 @@ def create_app(service: Service, agent: NodeAgent | None = None) -> FastAPI:
     @app.post("/v1/unseal")
     async def unseal(body: UnsealRequest, request: Request) -> dict[str, Any]:
         req = await signed_request(request)
-        return await run_in_threadpool(service.unseal, req, body.passphrase)
+        out = await run_in_threadpool(service.unseal, req, body.passphrase)
+        if out.get("changed") and agent is not None:
+            await run_in_threadpool(agent.tick)  # grant the other processes now, not at the next tick
+        return out
 
     @app.post("/v1/admin/seal")
     async def seal(request: Request) -> dict[str, Any]:
@@ -432,4 +439,12 @@ def create_app(service: Service, agent: NodeAgent | None = None) -> FastAPI:
         if isinstance(route, APIRoute):
             for method in route.methods or ():
                 hot_routes[f"{route.path}:{method}"] = route
-    return app
+    # The plain-ASGI layers sit in front of the FastAPI app, not inside its middleware stack, so
+    # the hot routes skip FastAPI's own layers (error, telemetry and body-limit middleware), each
+    # of which wrapped every response message.
+    front: ASGIApp = app
+    if os.environ.get("STRONGROOM_NO_HOTPATH") != "1":  # "1": everything through FastAPI (for A/B runs)
+        front = HotPath(
+            front, service=service, bounded=_bounded, put_model=PutRequest, routes=hot_routes, error=_error, link=link
+        )
+    return MetricsMiddleware(BodyLimit(front, limit=limit), metrics=metrics)

@@ -31,13 +31,18 @@ def entry_mac(key: bytes, prev: bytes, body: bytes) -> bytes:
 
 
 class AuditWriter:
-    """Appends to the chain inside one Store.action() transaction."""
+    """Appends to the chain inside one Store.action() transaction.
+
+    The head row is written once, by ``flush()`` before the commit, not after every entry: a
+    batch of actions shares one transaction, and one UPDATE per batch is enough.
+    """
 
     def __init__(self, tx: Tx, head_seq: int, head_mac: bytes, key: bytes) -> None:
         self._tx = tx
         self.seq = head_seq
         self.mac = head_mac
         self._key = key
+        self._flushed = head_seq
 
     def append(self, actor: str, action: str, target: str = "", outcome: str = "ok", **detail: Any) -> None:
         seq = self.seq + 1
@@ -55,8 +60,13 @@ class AuditWriter:
             detail_text,
             mac,
         )
-        self._tx.run("UPDATE audit_head SET seq = ?, mac = ? WHERE id = 1", seq, mac)
         self.seq, self.mac = seq, mac
+
+    def flush(self) -> None:
+        """Write the chain head row; call it inside the transaction, after the last append."""
+        if self.seq != self._flushed:
+            self._tx.run("UPDATE audit_head SET seq = ?, mac = ? WHERE id = 1", self.seq, self.mac)
+            self._flushed = self.seq
 
 
 @dataclass

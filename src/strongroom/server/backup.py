@@ -234,6 +234,7 @@ def restore(data: DataDir, passphrase: str, f: IO[bytes], db_url: str | None = N
                 raise BackupError("backup's audit head does not match its log")
             aw = audit.AuditWriter(tx, int(head[0]), bytes(head[1]), bar.audit_key())
             aw.append("restore", "restore", "", "ok", entries_restored=last, tables=counts)
+            aw.flush()
         config = ServerConfig(db_url=url)
         for item in files:
             if item["f"] == "config.json":

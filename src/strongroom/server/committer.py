@@ -78,14 +78,17 @@ class GroupCommitter:
 
     def _loop(self) -> None:
         while True:
-            batch = [self._queue.get()]
-            try:
-                self._run(batch)
-            except BaseException as e:  # noqa: BLE001 - the loop must survive anything
-                log.error("group commit failed: %s", type(e).__name__)
-                for _fn, fut in batch:
-                    if not fut.done():
-                        fut.set_exception(Unavailable("the server could not complete the request"))
+            self.run_now([self._queue.get()])
+
+    def run_now(self, batch: list[tuple[Action, Future[Any]]]) -> None:
+        """Run one batch (plus whatever is queued) in the calling thread; every future ends up done."""
+        try:
+            self._run(batch)
+        except BaseException as e:  # noqa: BLE001 - the caller's loop must survive anything
+            log.error("group commit failed: %s", type(e).__name__)
+            for _fn, fut in batch:
+                if not fut.done():
+                    fut.set_exception(Unavailable("the server could not complete the request"))
 
     def _run(self, batch: list[tuple[Action, Future[Any]]]) -> None:
         t0 = time.perf_counter()
@@ -107,6 +110,15 @@ class GroupCommitter:
                 # Drain only now, holding the write lock: whatever queued while we waited for
                 # the other process's commit joins this batch and shares its fsync.
                 self._drain(batch)
+                epoch = st.get_meta(tx, "seal_epoch")
+                if epoch is not None and int(epoch) != self.barrier.epoch:
+                    # Sealed through another process since our last tick: stop serving at once
+                    # rather than at the next tick.
+                    log.warning("sealed by another server process (epoch %s)", epoch)
+                    self.barrier.seal()
+                    for _fn, fut in batch:
+                        fut.set_exception(_sealed())
+                    return
                 aw = audit_mod.AuditWriter(tx, seq, mac, key)
                 for fn, fut in batch:
                     saved = (aw.seq, aw.mac)
@@ -124,6 +136,7 @@ class GroupCommitter:
                     except Exception as e:  # noqa: BLE001 - this action alone is undone
                         aw.seq, aw.mac = saved
                         outcomes.append((fut, False, e))
+                aw.flush()
         except StorageUnavailable as e:
             for _fn, fut in batch:
                 fut.set_exception(Unavailable(f"database unavailable ({e})"))

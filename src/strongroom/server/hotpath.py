@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from strongroom.crypto import reqsig
 from strongroom.server.errors import ApiError, BadRequest, TooLarge
 from strongroom.server.service import MAX_ENTROPY, Service, SignedRequest
+from strongroom.server.writerlink import WriterLink
 
 log = logging.getLogger("strongroom.server.api")
 
@@ -78,9 +79,11 @@ class HotPath:
         put_model: Any,
         routes: dict[str, Any],
         error: Callable[[int, str, str], Any],
+        link: WriterLink | None = None,
     ) -> None:
         self.app = app
         self.service = service
+        self.link = link  # the writer process, when the server runs one; else this process's group commit
         self.bounded = bounded
         self.put_model = put_model
         self.routes = routes  # route template -> the FastAPI route, for the metrics label
@@ -151,11 +154,14 @@ class HotPath:
         version = _int(q["version"], 1, MAX_VERSION) if "version" in q else None
         name = scope["path"][len(DEPOSITS) :]
         req = self._signed(scope, body)
-        service = self.service
+        service, link = self.service, self.link
 
         async def run() -> dict[str, Any]:
-            fut = service.signed_future(req, lambda ctx: service.get(ctx, name, owner, version))
-            out: dict[str, Any] = await self.bounded(fut)
+            out: dict[str, Any]
+            if link is not None:
+                out = await link.call("get", req.raw_path, service.verify_signature(req), (name, owner, version))
+            else:
+                out = await self.bounded(service.signed_future(req, lambda ctx: service.get(ctx, name, owner, version)))
             out["data"] = base64.b64encode(out["data"]).decode()
             return out
 
@@ -170,13 +176,17 @@ class HotPath:
             raise _PassOn from None
         name = scope["path"][len(DEPOSITS) :]
         req = self._signed(scope, body)
-        service = self.service
+        service, link = self.service, self.link
 
         async def run() -> dict[str, Any]:
             data = deposit_bytes(model.data, service.config.deposit_limit)
             policy = model.policy.to_policy() if model.policy is not None else None
-            fut = service.signed_future(req, lambda ctx: service.put(ctx, name, data, policy))
-            result: dict[str, Any] = await self.bounded(fut)
+            result: dict[str, Any]
+            if link is not None:
+                p = None if policy is None else (policy.readers, policy.expires_at, policy.not_before, policy.max_retrievals)
+                result = await link.call("put", req.raw_path, service.verify_signature(req), (name, data, p))
+            else:
+                result = await self.bounded(service.signed_future(req, lambda ctx: service.put(ctx, name, data, policy)))
             return result
 
         await self._answer(scope, send, "/v1/deposits/{name}:PUT", 201, run)
@@ -187,9 +197,12 @@ class HotPath:
             raise _PassOn
         n = _int(q["bytes"], 1, MAX_ENTROPY)
         req = self._signed(scope, body)
-        service = self.service
+        service, link = self.service, self.link
 
         async def run() -> bytes:
+            if link is not None:
+                await link.call("auth", req.raw_path, service.verify_signature(req), ())  # nonce recorded
+                return service.entropy_mixer.random(n)
             data: bytes = await self.bounded(service.signed_future(req, lambda ctx: service.entropy(ctx, n)))
             return data
 

@@ -7,12 +7,14 @@ environment, a pipe or a file.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from types import FrameType
 from typing import Any
@@ -72,12 +74,14 @@ def _make_server_class() -> type:
     return Server
 
 
-def _worker(sock: socket.socket, data: DataDir, unseal_key: bytes | None, log_level: str) -> None:
+def _worker(sock: socket.socket, data: DataDir, unseal_key: bytes | None, log_level: str, writer_path: str | None) -> None:
     import uvicorn
 
-    from strongroom.server.api import create_app
+    from strongroom.server.api import REQUEST_TIMEOUT, create_app
     from strongroom.server.nodes import NodeAgent
     from strongroom.server.service import Service
+    from strongroom.server.writer import frame_limit
+    from strongroom.server.writerlink import WriterLink
 
     # Two busy threads (event loop, group commit) hand the GIL back and forth; the default
     # 5 ms switch interval turned each handoff into a latency spike.
@@ -89,7 +93,8 @@ def _worker(sock: socket.socket, data: DataDir, unseal_key: bytes | None, log_le
         with store.read() as tx:
             bar.unseal(tx, unseal_key, int(storage.get_meta(tx, "seal_epoch") or "1"))
     service = Service(store, bar, data, config)
-    app = create_app(service, NodeAgent(store, bar, data.node_key()))
+    link = WriterLink(writer_path, REQUEST_TIMEOUT, frame_limit(config.deposit_limit)) if writer_path else None
+    app = create_app(service, NodeAgent(store, bar, data.node_key()), link)
     uconfig = uvicorn.Config(
         app,
         log_level=log_level,
@@ -99,48 +104,92 @@ def _worker(sock: socket.socket, data: DataDir, unseal_key: bytes | None, log_le
         ssl_certfile=str(data.tls / "server.pem"),
         ssl_keyfile=str(data.tls / "server-key.pem"),
         server_header=False,
+        proxy_headers=False,  # the peer address is the source (rate limits): no X-Forwarded-For from anyone
     )
     uconfig.load()
     uconfig.ssl = tls.server_context(data.tls)  # TLS 1.2 minimum, AEAD suites only
     _make_server_class()(uconfig).run(sockets=[sock])
 
 
+def _name_process(name: str) -> None:
+    """Name this process for ps and /proc/PID/comm (sr-writer, sr-worker); best effort."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+    except (OSError, AttributeError):
+        pass
+
+
+def _writer_socket() -> tuple[socket.socket, str]:
+    """The writer process's listening socket, in a fresh directory only this user can enter."""
+    path = os.path.join(tempfile.mkdtemp(prefix="strongroom-"), "writer.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(256)
+    listener.set_inheritable(True)
+    return listener, path
+
+
 def serve(data: DataDir, listen: str, workers: int, unseal_key: bytes | None, log_level: str = "warning") -> int:
+    """Bind, start the writer process and the workers, restart any that dies, stop them all on SIGTERM.
+
+    On stop the workers go first (they finish the requests in flight, which need the writer),
+    then the writer.  ``STRONGROOM_NO_WRITER=1`` runs each worker's hot routes in its own group
+    commit instead (for A/B measurements).
+    """
+    from strongroom.server import writer
+
     if workers < 1:
         raise ValueError("--workers must be at least 1")
     tls.server_context(data.tls)  # fail in the parent, with one message, on bad TLS files
     sock = bind(listen)
-    children: dict[int, float] = {}
+    listener, writer_path = _writer_socket() if os.environ.get("STRONGROOM_NO_WRITER") != "1" else (None, None)
+    children: dict[int, tuple[str, float]] = {}
     stopping = False
 
-    def spawn() -> None:
+    def spawn(role: str) -> None:
         pid = os.fork()
         if pid == 0:
             code = 0
             try:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
-                _worker(sock, data, unseal_key, log_level)
+                _name_process(f"sr-{role}")
+                if role == "writer":
+                    assert listener is not None
+                    sock.close()
+                    writer.main(listener, data, unseal_key)
+                else:
+                    if listener is not None:
+                        listener.close()
+                    _worker(sock, data, unseal_key, log_level, writer_path)
             except BaseException as e:  # noqa: BLE001 - report and leave; the parent restarts us
-                print(f"strongroom worker {os.getpid()}: {type(e).__name__}: {e}", file=sys.stderr)
+                print(f"strongroom {role} {os.getpid()}: {type(e).__name__}: {e}", file=sys.stderr)
                 code = 1
             finally:
                 os._exit(code)
-        children[pid] = time.monotonic()
+        children[pid] = (role, time.monotonic())
+
+    def signal_role(role: str) -> None:
+        for pid, (r, _started) in list(children.items()):
+            if r == role:
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         nonlocal stopping
         stopping = True
-        for pid in list(children):
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        signal_role("worker")
+        if not any(r == "worker" for r, _ in children.values()):
+            signal_role("writer")
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    if listener is not None:
+        spawn("writer")
     for _ in range(workers):
-        spawn()
+        spawn("worker")
     host, port = parse_listen(listen)
     print(f"strongroom server listening on https://{host}:{sock.getsockname()[1]} with {workers} worker(s)", flush=True)
     while children:
@@ -150,14 +199,23 @@ def serve(data: DataDir, listen: str, workers: int, unseal_key: bytes | None, lo
             break
         except InterruptedError:
             continue
-        started = children.pop(pid, None)
-        if started is None or stopping:
+        entry = children.pop(pid, None)
+        if entry is None:
             continue
-        log.error("worker %d exited (status %d); starting another", pid, status)
+        role, started = entry
+        if stopping:
+            if not any(r == "worker" for r, _ in children.values()):
+                signal_role("writer")
+            continue
+        log.error("%s %d exited (status %d); starting another", role, pid, status)
         if time.monotonic() - started < 2:
-            time.sleep(1)  # a worker that dies at once should not spin the CPU
-        spawn()
+            time.sleep(1)  # a process that dies at once should not spin the CPU
+        spawn(role)
     sock.close()
+    if listener is not None and writer_path is not None:
+        listener.close()
+        os.unlink(writer_path)
+        os.rmdir(os.path.dirname(writer_path))
     return 0
 
 

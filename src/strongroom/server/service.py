@@ -67,6 +67,9 @@ class SignedRequest:
     headers: dict[str, str]
 
 
+Checked = tuple[str, str, int]  # a request whose signature held: (client id, nonce, timestamp)
+
+
 @dataclass(frozen=True)
 class Policy:
     readers: tuple[str, ...] = ()
@@ -186,17 +189,40 @@ class Service:
 
     def signed_future(self, req: SignedRequest, fn: Callable[[Ctx], T], admin: bool = False) -> Future[T]:
         checked = self.verify_signature(req)  # CPU work done before taking the write lock
+        return self.submit(self.signed_action(req.raw_path, checked, fn, admin))
+
+    def signed_action(
+        self, raw_path: str, checked: Checked, fn: Callable[[Ctx], T], admin: bool = False
+    ) -> Callable[[Tx, audit_mod.AuditWriter], T]:
+        """The action for a request whose signature was checked: authenticate, then ``fn``."""
 
         def run(tx: Tx, aw: audit_mod.AuditWriter) -> T:
-            client = self._authenticate(tx, req, aw, checked)
+            client = self._authenticate(tx, raw_path, aw, checked)
             if admin and client.role != "admin":
-                aw.append(client.id, "admin", req.raw_path, "denied", reason="not an admin")
+                aw.append(client.id, "admin", raw_path, "denied", reason="not an admin")
                 raise Refused(Denied("this operation needs the admin credential"))
             return fn(Ctx(tx, client, aw))
 
-        return self.submit(run)
+        return run
 
-    def verify_signature(self, req: SignedRequest) -> tuple[str, str, int]:
+    def hot_action(
+        self, op: str, raw_path: str, checked: Checked, args: tuple[Any, ...]
+    ) -> Callable[[Tx, audit_mod.AuditWriter], Any]:
+        """One of the hot routes' actions named by plain data, for the writer process (server/writer.py)."""
+        fn: Callable[[Ctx], Any]
+        if op == "get":
+            name, owner, version = args
+            fn = lambda ctx: self.get(ctx, name, owner, version)  # noqa: E731
+        elif op == "put":
+            name, data, policy = args
+            fn = lambda ctx: self.put(ctx, name, data, Policy(*policy) if policy is not None else None)  # noqa: E731
+        elif op == "auth":
+            fn = lambda ctx: None  # noqa: E731 - entropy: the bytes are drawn in the worker once this committed
+        else:
+            raise ValueError(f"unknown action {op!r}")
+        return self.signed_action(raw_path, checked, fn)
+
+    def verify_signature(self, req: SignedRequest) -> Checked:
         """Check the signature outside the write transaction; returns (client id, nonce, timestamp).
 
         A client's public key never changes, so it is cached; its status is not, and is read
@@ -238,15 +264,13 @@ class Service:
             key = self._keys[client_id] = bytes(raw)
         return key
 
-    def _authenticate(
-        self, tx: Tx, req: SignedRequest, aw: audit_mod.AuditWriter, checked: tuple[str, str, int] | None = None
-    ) -> ClientRow:
-        client_id, nonce, ts = checked or self.verify_signature(req)
+    def _authenticate(self, tx: Tx, raw_path: str, aw: audit_mod.AuditWriter, checked: Checked) -> ClientRow:
+        client_id, nonce, ts = checked
         client = _client(tx.one(f"SELECT {_CLIENT_COLS} FROM clients WHERE id = ?", client_id))
         if client is None:
             raise Unauthorized("unknown client or bad signature")
         if client.status != "active":
-            aw.append(client.id, "auth", req.raw_path, "denied", reason=f"client is {client.status}")
+            aw.append(client.id, "auth", raw_path, "denied", reason=f"client is {client.status}")
             raise Refused(Denied(f"this client is {client.status}"))
         # A nonce seen before inserts nothing (no savepoint and no error to unwind per request).
         fresh = tx.run(
@@ -641,7 +665,7 @@ class Service:
         checked = self.verify_signature(req)  # before the write lock, as for every signed request
         try:
             with self.store.action() as (tx, _seq, _mac):
-                client = self._authenticate(tx, req, _NullAudit(), checked)  # type: ignore[arg-type]
+                client = self._authenticate(tx, req.raw_path, _NullAudit(), checked)  # type: ignore[arg-type]
                 if client.role != "admin":
                     raise Denied("unsealing needs the admin credential")
                 epoch = int(st.get_meta(tx, "seal_epoch") or "1")

@@ -95,6 +95,7 @@ def init_server(
             tx.run("INSERT INTO orgs (name, secret_hash, created) VALUES (?, ?, ?)", org, secret_hash(secret), now)
             aw.append("init", "init", "", "ok", db="postgresql" if not store.is_sqlite else "sqlite")
             aw.append("init", "org.create", org, "ok")
+            aw.flush()
         data.head_file.advance(aw.seq, aw.mac)
     except BaseException:
         # Leave nothing half-made behind: a rerun must start from an empty dir.

@@ -1,0 +1,150 @@
+"""The writer process: its channel's framing, its restart, its socket's privacy, and the fallback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from strongroom.client import NotFound, Unavailable
+from strongroom.server import errors
+from strongroom.server.writer import Frames, WriterInternalError, error_reply, frame, raise_reply
+from tests.serverproc import Deployment, ServerProcess
+
+
+def _role_pids(server: ServerProcess, role: str) -> list[int]:
+    out = []
+    for pid in server.pids()[1:]:
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == f"sr-{role}":
+                out.append(pid)
+        except FileNotFoundError:
+            pass
+    return out
+
+
+def _listening_socket_path(pid: int) -> str:
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except FileNotFoundError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 8 and parts[6] in inodes and parts[7].endswith("writer.sock"):
+            return parts[7]
+    raise AssertionError("the writer has no listening socket")
+
+
+# -- the channel's framing -----------------------------------------------------------------------
+def test_frames_reassemble_across_any_split() -> None:
+    msgs = [
+        (1, "get", "/v1/deposits/a", ("c", "n", 1), ("a", None, None)),
+        (2, "put", "/p", ("c", "m", 2), ("b", b"\0" * 5000, None)),
+    ]
+    stream = b"".join(frame(m) for m in msgs)
+    for cut in (1, 3, 4, 5, 17, len(stream) - 1):
+        f = Frames(1 << 20)
+        got = f.feed(stream[:cut]) + f.feed(stream[cut:])
+        assert got == msgs
+    f = Frames(1 << 20)
+    assert [x for b in stream for x in f.feed(bytes([b]))] == msgs  # one byte at a time
+
+
+def test_oversize_frame_is_refused_before_it_is_buffered() -> None:
+    f = Frames(100)
+    with pytest.raises(ValueError, match="over the limit"):
+        f.feed(frame(b"x" * 200)[:8])
+
+
+def test_errors_cross_the_channel_by_kind_without_internal_messages() -> None:
+    with pytest.raises(errors.Gone, match="retrieval limit"):
+        raise_reply(error_reply(errors.Gone("deposit has reached its retrieval limit")))
+    with pytest.raises(errors.NotFound):
+        raise_reply(error_reply(errors.NotFound("no such deposit")))
+    secret_bearing = RuntimeError("row contained s3cr3t")
+    reply = error_reply(secret_bearing)
+    assert "s3cr3t" not in repr(reply)
+    with pytest.raises(WriterInternalError) as e:
+        raise_reply(reply)
+    assert "s3cr3t" not in str(e.value)
+    with pytest.raises(WriterInternalError):
+        raise_reply(("api", "SystemExit", "not an API error class"))
+
+
+# -- the process -------------------------------------------------------------------------------------
+def test_a_killed_writer_is_replaced_and_nothing_acknowledged_is_lost(tmp_path: Path) -> None:
+    d = Deployment(tmp_path, None)
+    try:
+        s = d.start(workers=2)
+        c = d.register()
+        assert c.put("before", b"acknowledged") == 1
+        (writer,) = _role_pids(s, "writer")
+        assert len(_role_pids(s, "worker")) == 2
+        os.kill(writer, signal.SIGKILL)
+        deadline = time.time() + 20
+        while True:
+            try:
+                assert c.get("before") == b"acknowledged"
+                break
+            except Unavailable:  # while the supervisor starts another writer
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.2)
+        (replacement,) = _role_pids(s, "writer")
+        assert replacement != writer
+        assert c.put("after", b"x") == 1 and c.get("after") == b"x"
+        with pytest.raises(NotFound):
+            c.get("never-put")
+    finally:
+        d.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to try the socket as another user")
+def test_the_writer_socket_is_private_to_the_server_user(tmp_path: Path) -> None:
+    d = Deployment(tmp_path, None)
+    try:
+        s = d.start()
+        (writer,) = _role_pids(s, "writer")
+        path = _listening_socket_path(writer)
+        assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
+        pid = os.fork()
+        if pid == 0:  # as nobody: the directory alone keeps us out
+            code = 3
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).connect(path)
+                code = 1
+            except PermissionError:
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        s.stop()
+        assert not os.path.exists(os.path.dirname(path)), "the socket's directory is removed at stop"
+    finally:
+        d.close()
+
+
+def test_without_the_writer_the_hot_routes_commit_in_the_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STRONGROOM_NO_WRITER", "1")
+    d = Deployment(tmp_path, None)
+    try:
+        s = d.start(workers=2)
+        assert _role_pids(s, "writer") == []
+        c = d.register()
+        assert c.put("k", b"v", max_retrievals=1) == 1
+        assert c.get("k") == b"v"
+        assert len(c.entropy(1000)) == 1000
+    finally:
+        d.close()
