@@ -147,7 +147,9 @@ def registrations(s: Strongroom, concurrency: int, seconds: float) -> dict[str, 
 
 
 def bench_strongroom(report: Report, root: Path, seconds: float, quick: bool) -> None:
-    s = Strongroom(root / "strongroom", workers=2)
+    # One worker: with the writer process beside it that is one busy process per core; two workers
+    # measured 25-35 % slower on 2 cores (alternating runs, docs/BENCHMARKS.md).
+    s = Strongroom(root / "strongroom", workers=1)
     try:
         c = s.client
         c.put("bench32", VALUE32)
