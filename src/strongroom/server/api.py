@@ -198,6 +198,7 @@ class MetricsMiddleware:
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
         self.metrics = metrics
+        self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}  # labels() looked up once per series
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -215,9 +216,16 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, send_status)
         finally:
-            path = getattr(scope.get("route"), "path", "unmatched")
-            self.metrics.requests.labels(path, scope["method"], str(status)).inc()
-            self.metrics.latency.labels(path, scope["method"]).observe(time.perf_counter() - start)
+            key = (getattr(scope.get("route"), "path", "unmatched"), scope["method"], status)
+            series = self._series.get(key)
+            if series is None:  # bounded: route templates x methods x statuses
+                route, method = key[0], key[1]
+                series = self._series[key] = (
+                    self.metrics.requests.labels(route, method, str(status)),
+                    self.metrics.latency.labels(route, method),
+                )
+            series[0].inc()
+            series[1].observe(time.perf_counter() - start)
 
 
 def create_app(service: Service, agent: NodeAgent | None = None, link: WriterLink | None = None) -> ASGIApp:

@@ -21,9 +21,21 @@ class _Channel(asyncio.Protocol):
         self.pending: dict[int, asyncio.Future[tuple[bool, Any]]] = {}
         self.transport: asyncio.Transport | None = None
         self.closed = False
+        self._out: list[bytes] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+
+    def send(self, data: bytes, loop: asyncio.AbstractEventLoop) -> None:
+        """Queue a frame; the frames of one loop turn go out in one write (one system call)."""
+        if not self._out:
+            loop.call_soon(self._flush)
+        self._out.append(data)
+
+    def _flush(self) -> None:
+        out, self._out = self._out, []
+        if self.transport is not None and not self.closed:
+            self.transport.write(b"".join(out))
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -78,8 +90,7 @@ class WriterLink:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[tuple[bool, Any]] = loop.create_future()
         ch.pending[rid] = fut
-        assert ch.transport is not None
-        ch.transport.write(frame((rid, op, raw_path, checked, args)))
+        ch.send(frame((rid, op, raw_path, checked, args)), loop)
         timer = loop.call_later(self.timeout, _expire, ch, rid)
         try:
             ok, payload = await fut
