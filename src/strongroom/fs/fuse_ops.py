@@ -15,6 +15,7 @@ import os
 import stat
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -259,18 +260,11 @@ class VolumeOps:
             raise _err(errno.EROFS)
 
     # -- directories ---------------------------------------------------------------------
-    def readdir(self, path: str, fh: int) -> list[tuple[str, dict[str, int], int]]:
-        """Names with inode and type (from the lower dirents, no stat): with use_ino, an entry
-        without an inode number would be hidden by readdir(3)."""
+    def _listing(self, path: str) -> Iterator[tuple[str, os.DirEntry[str], str]]:
+        """(plain name, lower entry, lower dir) for each entry of a directory, after the access check."""
         self._check(path)
         lower_dir = self._lower(path)
         iv = self._diriv(lower_dir)
-        here = os.lstat(lower_dir)
-        parent = os.lstat(os.path.dirname(lower_dir)) if lower_dir != self.root else here
-        out = [
-            (".", {"st_ino": here.st_ino, "st_mode": here.st_mode}, 0),
-            ("..", {"st_ino": parent.st_ino, "st_mode": parent.st_mode}, 0),
-        ]
         with os.scandir(lower_dir) as it:
             for entry in it:
                 n = entry.name
@@ -288,11 +282,46 @@ class VolumeOps:
                 except (names.BadName, OSError) as e:
                     self._damage(os.path.join(lower_dir, n), None, f"name does not decrypt ({e})")
                     continue
-                kind = (
-                    stat.S_IFDIR if entry.is_dir(follow_symlinks=False) else stat.S_IFLNK if entry.is_symlink() else stat.S_IFREG
-                )
-                out.append((os.fsdecode(plain), {"st_ino": entry.inode(), "st_mode": kind}, 0))
-        return out
+                yield os.fsdecode(plain), entry, lower_dir
+
+    def _dots(self, path: str) -> tuple[os.stat_result, os.stat_result]:
+        lower_dir = self._lower(path)
+        here = os.lstat(lower_dir)
+        return here, os.lstat(os.path.dirname(lower_dir)) if lower_dir != self.root else here
+
+    def readdir(self, path: str, fh: int) -> list[tuple[str, dict[str, int], int]]:
+        """Names with inode and type (from the lower dirents, no stat): with use_ino, an entry
+        without an inode number would be hidden by readdir(3)."""
+        out = []
+        for plain, entry, _ in self._listing(path):
+            kind = stat.S_IFDIR if entry.is_dir(follow_symlinks=False) else stat.S_IFLNK if entry.is_symlink() else stat.S_IFREG
+            out.append((plain, {"st_ino": entry.inode(), "st_mode": kind}, 0))
+        here, parent = self._dots(path)
+        return [
+            (".", {"st_ino": here.st_ino, "st_mode": here.st_mode}, 0),
+            ("..", {"st_ino": parent.st_ino, "st_mode": parent.st_mode}, 0),
+            *out,
+        ]
+
+    def readdir_entries(self, path: str) -> list[tuple[str, str, int, int]]:
+        """(name, lower path, inode, type) of every entry, dots included, for listings sent in
+        pieces (READDIRPLUS): names only, so a huge directory costs what libfuse's own listing
+        did; each entry's attributes are read when it is sent (``entry_attrs``)."""
+        out = []
+        for plain, entry, lower_dir in self._listing(path):
+            kind = stat.S_IFDIR if entry.is_dir(follow_symlinks=False) else stat.S_IFLNK if entry.is_symlink() else stat.S_IFREG
+            out.append((plain, os.path.join(lower_dir, entry.name), entry.inode(), kind))
+        lower_dir = self._lower(path)
+        parent = os.path.dirname(lower_dir) if lower_dir != self.root else lower_dir
+        here, up = self._dots(path)
+        return [(".", lower_dir, here.st_ino, here.st_mode), ("..", parent, up.st_ino, up.st_mode), *out]
+
+    def entry_attrs(self, lower: str) -> dict[str, Any] | None:
+        """A listed entry's attributes, as getattr gives them; None if it is gone since."""
+        try:
+            return self._attrs(os.lstat(lower), lower)
+        except FileNotFoundError:
+            return None
 
     def opendir(self, path: str) -> int:
         self._check(path)

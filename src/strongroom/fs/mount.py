@@ -71,6 +71,9 @@ def _raise_readahead(mountpoint: str) -> None:
 
 class _Ops(VolumeOps):
     on_mounted: Callable[[], None] | None = None
+    # Listings carry attributes (READDIRPLUS) except on volumes with access rules, where every
+    # lookup is checked at most acl_timeout after an allowed one (docs/ACL.md).
+    plus_listings = True
     mountpoint = ""
     attr_timeout = TIMEOUT
     entry_timeout = TIMEOUT
@@ -151,7 +154,17 @@ def _fuse_class() -> Any:
         """A view of libfuse's buffer, valid for the duration of the call only."""
         return memoryview((ctypes.c_char * size).from_address(ctypes.cast(buf, ctypes.c_void_p).value or 0)).cast("B")
 
+    import itertools
+
+    FUSE_READDIR_PLUS = 1  # libfuse 3: readdir's flags
+    FUSE_FILL_DIR_PLUS = 2  # libfuse 3: the filler's flags
+    _DIRENT_NAME = 24  # offsetof(struct fuse_dirent, name)
+    _DIRENTPLUS_NAME = 152  # offsetof(struct fuse_direntplus, dirent.name): fuse_entry_out is 128 bytes
+    _READDIR_BUDGET = os.sysconf("SC_PAGESIZE")
+    _dir_handles = itertools.count(1 << 48)  # apart from file handles, which fgetattr looks up
+
     class Fuse(mfusepy.FUSE):  # type: ignore[misc]
+        _listings: dict[int, list[tuple[str, str, int, int]]] = {}  # open directory handle -> its listing
         def read(self, path: bytes | None, buf: Any, size: int, offset: int, fip: Any) -> int:
             dest = _view(buf, size)
             n: int = self.operations.read_into(
@@ -165,6 +178,52 @@ def _fuse_class() -> Any:
                 None if path is None else path.decode(self.encoding, self.errors), data, offset, fip.contents.fh
             )
             return n
+
+        # Listings with attributes (READDIRPLUS).  mfusepy fills names and types only, so every
+        # name then costs a LOOKUP round trip (ls -l, rm -r, find).  libfuse 3.14's path API keeps
+        # a listing's attributes only when entries carry offsets (filled with offset 0, it tells
+        # the kernel to ignore them), and it counts each entry's lookup before checking that the
+        # entry fits the reply: an entry that does not fit would stay counted forever (a node
+        # never freed).  So entries are sent with offsets, at most one page of them per reply (the
+        # kernel's smallest readdir buffer): none is ever refused, nothing leaks.
+        def opendir(self, path: bytes, fip: Any) -> int:
+            self.operations.opendir(path.decode(self.encoding, self.errors))
+            fip.contents.fh = next(_dir_handles)
+            return 0
+
+        def releasedir(self, path: bytes | None, fip: Any) -> int:
+            self._listings.pop(fip.contents.fh, None)
+            return 0
+
+        def readdir_fuse_3(self, path: bytes | None, buf: Any, filler: Any, offset: int, fip: Any, flags: int) -> int:
+            if not self.operations.plus_listings:
+                return int(super().readdir_fuse_3(path, buf, filler, offset, fip, flags))
+            fh = fip.contents.fh
+            entries = self._listings.get(fh) if offset else None
+            if entries is None:  # offset 0: (re)read the directory, as rewinddir(3) requires
+                entries = self.operations.readdir_entries(None if path is None else path.decode(self.encoding, self.errors))
+                self._listings[fh] = entries
+            plus = bool(flags & FUSE_READDIR_PLUS)
+            base, fill_flags = (_DIRENTPLUS_NAME, FUSE_FILL_DIR_PLUS) if plus else (_DIRENT_NAME, 0)
+            st = mfusepy.c_stat()
+            used = 0
+            for i in range(offset, len(entries)):
+                name, lower, ino, mode = entries[i]
+                raw = name.encode(self.encoding, self.errors)
+                used += (base + len(raw) + 7) & ~7
+                if used > _READDIR_BUDGET:
+                    break
+                ctypes.memset(ctypes.byref(st), 0, ctypes.sizeof(st))
+                if plus:
+                    attrs = self.operations.entry_attrs(lower)
+                    if attrs is None:
+                        continue  # removed since the listing was read
+                    mfusepy.set_st_attrs(st, attrs, use_ns=self.use_ns)
+                else:
+                    st.st_ino, st.st_mode = ino, mode
+                if filler(buf, raw, st, i + 1, fill_flags) != 0:
+                    break
+            return 0
 
     return Fuse
 
@@ -194,6 +253,8 @@ def run(
     ops.on_mounted = on_mounted
     ops.mountpoint = os.path.realpath(mountpoint)
     ops.attr_timeout = attr_timeout
+    if os.environ.get("STRONGROOM_FS_NO_READDIRPLUS") == "1":  # names-only listings, for A/B runs
+        ops.plus_listings = False
     if (volume / acl.RULES_FILE).exists():
         try:
             acl.load_rules(volume, keys.rules_mac)
@@ -209,6 +270,7 @@ def run(
             vid = b64u(keys.volume_id)
             reporter = DenialReporter(vid, report_to, learn.parent / f"acl-{vid}.spool.jsonl")
         ops.acl = acl.Enforcer(volume, keys.rules_mac, learn, reporter)
+        ops.plus_listings = False
         ops.context = _request_context()
         # The kernel answers cached lookups and attributes without asking the daemon: on a volume
         # with access rules they are cached for acl_timeout at most (0: every one is checked).
