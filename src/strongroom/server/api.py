@@ -385,7 +385,10 @@ def create_app(service: Service, agent: NodeAgent | None = None, link: WriterLin
         req = await signed_request(request)
         out = await run_in_threadpool(service.unseal, req, body.passphrase)
         if out.get("changed") and agent is not None:
-            await run_in_threadpool(agent.tick)  # grant the other processes now, not at the next tick
+            try:
+                await run_in_threadpool(agent.tick)  # grant the other processes now, not at the next tick
+            except Exception as e:  # noqa: BLE001 - unsealed all the same; the ticker grants them later
+                log.warning("could not hand out grants right after unsealing: %s", type(e).__name__)
         return out
 
     @app.post("/v1/admin/seal")
