@@ -165,6 +165,7 @@ def _fuse_class() -> Any:
 
     class Fuse(mfusepy.FUSE):  # type: ignore[misc]
         _listings: dict[int, list[tuple[str, str, int, int]]] = {}  # open directory handle -> its listing
+
         def read(self, path: bytes | None, buf: Any, size: int, offset: int, fip: Any) -> int:
             dest = _view(buf, size)
             n: int = self.operations.read_into(

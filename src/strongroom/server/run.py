@@ -84,8 +84,9 @@ def _worker(sock: socket.socket, data: DataDir, unseal_key: bytes | None, log_le
     from strongroom.server.writer import frame_limit
     from strongroom.server.writerlink import WriterLink
 
-    # Two busy threads (event loop, group commit) hand the GIL back and forth; the default
-    # 5 ms switch interval turned each handoff into a latency spike.
+    # The event loop and this worker's own group-commit thread (routes other than the hot ones,
+    # or all of them under STRONGROOM_NO_WRITER) hand the GIL back and forth; the default 5 ms
+    # switch interval turned each handoff into a latency spike.
     sys.setswitchinterval(0.0005)
     config = data.load_config()
     store = storage.Store(config.db_url)
