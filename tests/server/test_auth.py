@@ -15,8 +15,7 @@ from tests.serverproc import Deployment, tls
 
 
 def _signed(c: Client, method: str, path: str, ts: int | None = None) -> httpx.Request:
-    req = c._http.build_request(method, c.servers[0] + path)
-    c._sign(req)
+    req = httpx.Request(method, c.servers[0] + path, headers=c.signed_headers(method, path, b""))
     if ts is not None:  # re-sign with a chosen timestamp
         raw_path, _, query = req.url.raw_path.decode().partition("?")
         nonce = req.headers[reqsig.HEADER_NONCE]
@@ -60,10 +59,9 @@ def test_timestamp_window(running: Deployment) -> None:
 def test_body_is_covered_by_signature(running: Deployment) -> None:
     c = running.register()
     http = httpx.Client(verify=tls(running.data.ca_file))
-    req = c._http.build_request(
-        "PUT", c.servers[0] + "/v1/deposits/k", content=b'{"data":"YQ=="}', headers={"content-type": "application/json"}
-    )
-    c._sign(req)
+    body = b'{"data":"YQ=="}'
+    headers = {"content-type": "application/json", **c.signed_headers("PUT", "/v1/deposits/k", body)}
+    req = httpx.Request("PUT", c.servers[0] + "/v1/deposits/k", content=body, headers=headers)
     tampered = httpx.Request("PUT", req.url, content=b'{"data":"Yg=="}', headers=dict(req.headers))
     assert http.send(tampered).status_code == 401
     assert http.send(req).status_code == 201

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 
@@ -9,12 +11,20 @@ from strongroom.client import Client
 from tests.serverproc import Deployment, tls
 
 
-def send(c: Client, method: str, path: str, content: bytes = b"", headers: dict[str, str] | None = None) -> httpx.Response:
-    req = c._http.build_request(
+def signed(
+    c: Client, http: httpx.Client, method: str, path: str, content: bytes = b"", headers: dict[str, str] | None = None
+) -> httpx.Request:
+    """A request as httpx will send it, signed over its path and query exactly as they go out."""
+    req = http.build_request(
         method, c.servers[0] + path, content=content, headers={"content-type": "application/json", **(headers or {})}
     )
-    c._sign(req)
-    return c._http.send(req)
+    req.headers.update(c.signed_headers(method, req.url.raw_path.decode(), content))
+    return req
+
+
+def send(c: Client, method: str, path: str, content: bytes = b"", headers: dict[str, str] | None = None) -> httpx.Response:
+    with httpx.Client(verify=tls(Path(str(c.ca_file)))) as http:
+        return http.send(signed(c, http, method, path, content, headers))
 
 
 def assert_json_error(r: httpx.Response, status: int | tuple[int, ...]) -> None:
@@ -124,7 +134,7 @@ def test_fast_path_and_fastapi_answer_alike(running: Deployment) -> None:
     e = send(c, "GET", "/v1/entropy?bytes=48")
     assert e.status_code == 200 and len(e.content) == 48
     assert e.headers["content-type"] == "application/octet-stream" and e.headers["cache-control"] == "no-store"
-    replay = c._http.build_request("GET", c.servers[0] + "/v1/entropy?bytes=8")
-    c._sign(replay)
-    assert c._http.send(replay).status_code == 200
-    assert_json_error(c._http.send(replay), 401)  # the same nonce again, through the fast path
+    with httpx.Client(verify=tls(Path(str(c.ca_file)))) as http:
+        replay = signed(c, http, "GET", "/v1/entropy?bytes=8")
+        assert http.send(replay).status_code == 200
+        assert_json_error(http.send(replay), 401)  # the same nonce again, through the fast path

@@ -52,10 +52,8 @@ def presign(client: Client, method: str, path: str, body: bytes, count: int) -> 
     lines = []
     headers_base = {"content-type": "application/json"} if body else {}
     for _ in range(count):
-        req = client._http.build_request(method, client.servers[0] + path, content=body, headers=headers_base)
-        client._sign(req)
-        headers = {k: v for k, v in req.headers.items() if k.startswith("x-strongroom") or k == "content-type"}
-        lines.append(request_line(method, req.url.raw_path.decode(), headers, body))
+        headers = {**headers_base, **client.signed_headers(method, path, body)}
+        lines.append(request_line(method, path, headers, body))
     return lines
 
 

@@ -21,7 +21,7 @@ __all__ = ["Client", "Denied", "Gone", "InvalidRequest", "NotFound", "Sealed", "
 
 
 def __getattr__(name: str) -> Any:
-    # Client pulls in httpx (~0.1 s): commands that never talk to a server do not pay for it.
+    # Client pulls in TLS, HTTP and signing: commands that never talk to a server do not pay for it.
     if name == "Client":
         from strongroom.client.client import Client
 

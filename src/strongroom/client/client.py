@@ -10,18 +10,16 @@ import ssl
 import time
 from pathlib import Path
 from typing import Any
-
-import httpx
+from urllib.parse import quote, urlencode, urlsplit
 
 from strongroom.client import errors
 from strongroom.client.profile import Profile
+from strongroom.client.transport import Broken, Reply, TimedOut, Transport, Unreachable
 from strongroom.crypto import reqsig
 from strongroom.crypto.identity import Identity, b64u
 
 Records = list[dict[str, Any]]
 Strings = list[str]
-
-_CONNECT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError)
 
 
 @functools.lru_cache(maxsize=16)
@@ -32,7 +30,7 @@ def _tls_context(ca_file: str | None) -> ssl.SSLContext:
     return ctx
 
 
-def _raise_for(resp: httpx.Response) -> None:
+def _raise_for(resp: Reply) -> None:
     if resp.status_code < 400:
         return
     try:
@@ -74,21 +72,22 @@ class Client:
             if not s.startswith("https://"):
                 raise errors.InvalidRequest(f"server URL must use https: {s}")
         self.servers = [s.rstrip("/") for s in servers]
+        self._prefixes = [urlsplit(s).path for s in self.servers]  # a server may sit under a path prefix
         self.client_id = client_id
         self._identity = identity
         self.ca_file = ca_file
         self._timeout = timeout
-        self._http_client: httpx.Client | None = None
+        self._transport: Transport | None = None
         self._current = 0
 
     @property
-    def _http(self) -> httpx.Client:
+    def _http(self) -> Transport:
         # Made on first use: a client that is registered and handed on (bulk enrolment) never
-        # pays for a connection pool it does not use.
-        if self._http_client is None:
+        # pays for a connection it does not use.
+        if self._transport is None:
             ctx = _tls_context(str(self.ca_file) if self.ca_file else None)
-            self._http_client = httpx.Client(verify=ctx, timeout=self._timeout, http2=False)
-        return self._http_client
+            self._transport = Transport(ctx, self._timeout)
+        return self._transport
 
     @classmethod
     def from_profile(cls, path: str | os.PathLike[str] | None = None) -> Client:
@@ -128,8 +127,8 @@ class Client:
         return conn
 
     def close(self) -> None:
-        if self._http_client is not None:
-            self._http_client.close()
+        if self._transport is not None:
+            self._transport.close()
 
     def __enter__(self) -> Client:
         return self
@@ -138,16 +137,19 @@ class Client:
         self.close()
 
     # -- transport ------------------------------------------------------------------------------
-    def _sign(self, request: httpx.Request) -> None:
-        raw = request.url.raw_path.decode("ascii")
-        path, _, query = raw.partition("?")
+    def signed_headers(self, method: str, target: str, body: bytes) -> dict[str, str]:
+        """The authentication headers for one request (docs/API.md, Authentication), with a fresh
+        nonce: ``target`` is the path and query exactly as sent."""
+        path, _, query = target.partition("?")
         ts = str(int(time.time()))
         nonce = b64u(os.urandom(18))
-        message = reqsig.string_to_sign(request.method, path, query, request.content, ts, nonce, self.client_id)
-        request.headers[reqsig.HEADER_CLIENT] = self.client_id
-        request.headers[reqsig.HEADER_TIME] = ts
-        request.headers[reqsig.HEADER_NONCE] = nonce
-        request.headers[reqsig.HEADER_SIG] = b64u(self._identity.sign(message))
+        message = reqsig.string_to_sign(method, path, query, body, ts, nonce, self.client_id)
+        return {
+            reqsig.HEADER_CLIENT: self.client_id,
+            reqsig.HEADER_TIME: ts,
+            reqsig.HEADER_NONCE: nonce,
+            reqsig.HEADER_SIG: b64u(self._identity.sign(message)),
+        }
 
     def _send(
         self,
@@ -156,32 +158,32 @@ class Client:
         params: dict[str, Any] | None = None,
         json_body: Any = None,
         sign: bool = True,
-    ) -> httpx.Response:
+    ) -> Reply:
         content = json.dumps(json_body, separators=(",", ":")).encode() if json_body is not None else b""
-        headers = {"content-type": "application/json"} if json_body is not None else {}
-        last: Exception | None = None
+        target = quote(path, safe="/")
+        if params:
+            target += "?" + urlencode(params)
+        last = ""
         n = len(self.servers)
         for i in range(n):
             idx = (self._current + i) % n
-            request = self._http.build_request(method, self.servers[idx] + path, params=params, content=content, headers=headers)
+            full = self._prefixes[idx] + target
+            headers = {"content-type": "application/json"} if json_body is not None else {}
             if sign:
-                self._sign(request)  # a fresh nonce for every attempt
+                headers.update(self.signed_headers(method, full, content))  # a fresh nonce for every attempt
             try:
-                resp = self._http.send(request)
-            except _CONNECT_ERRORS as e:
-                last = e
+                resp = self._http.request(self.servers[idx], method, full, content, headers)
+            except Unreachable as e:
+                last = str(e)
                 continue
-            except httpx.TimeoutException:
+            except TimedOut:
                 raise errors.Unavailable(f"{self.servers[idx]} did not answer in time") from None
-            except httpx.HTTPError as e:
-                raise errors.Unavailable(f"{self.servers[idx]}: {type(e).__name__}") from None
+            except Broken as e:
+                raise errors.Unavailable(f"{self.servers[idx]}: {e}") from None
             self._current = idx
             _raise_for(resp)
             return resp
-        reason = type(last).__name__ if last else "no servers"
-        if isinstance(last, httpx.ConnectError) and "CERTIFICATE_VERIFY_FAILED" in str(last):
-            reason = "TLS certificate not trusted (wrong --ca?)"
-        raise errors.Unavailable(f"no server reachable ({', '.join(self.servers)}): {reason}")
+        raise errors.Unavailable(f"no server reachable ({', '.join(self.servers)}): {last or 'no servers'}")
 
     def _json(self, method: str, path: str, **kw: Any) -> Any:
         return self._send(method, path, **kw).json()
