@@ -19,6 +19,7 @@ import select
 import socket
 import ssl
 import threading
+import weakref
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -60,7 +61,8 @@ class Transport:
         self._context = context
         self._timeout = timeout
         self._local = threading.local()
-        self._all: list[http.client.HTTPSConnection] = []
+        # Weak: a thread's connections go with its thread-local state when the thread ends.
+        self._all: weakref.WeakSet[http.client.HTTPSConnection] = weakref.WeakSet()
         self._lock = threading.Lock()
 
     def request(self, base_url: str, method: str, target: str, body: bytes, headers: dict[str, str]) -> Reply:
@@ -105,7 +107,7 @@ class Transport:
         conn = http.client.HTTPSConnection(url.hostname, url.port or 443, timeout=self._timeout, context=self._context)
         conns[base_url] = conn
         with self._lock:
-            self._all.append(conn)
+            self._all.add(conn)
         return conn, True
 
     def _discard(self, base_url: str, conn: http.client.HTTPSConnection) -> None:
@@ -114,13 +116,12 @@ class Transport:
         if conns.get(base_url) is conn:
             del conns[base_url]
         with self._lock:
-            if conn in self._all:
-                self._all.remove(conn)
+            self._all.discard(conn)
 
     def close(self) -> None:
         """Close every connection, whichever thread opened it."""
         with self._lock:
-            conns, self._all = self._all, []
+            conns, self._all = list(self._all), weakref.WeakSet()
         for conn in conns:
             conn.close()
         self._local = threading.local()
