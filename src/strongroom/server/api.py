@@ -456,6 +456,13 @@ def create_app(service: Service, agent: NodeAgent | None = None, link: WriterLin
     front: ASGIApp = app
     if os.environ.get("STRONGROOM_NO_HOTPATH") != "1":  # "1": everything through FastAPI (for A/B runs)
         front = HotPath(
-            front, service=service, bounded=_bounded, put_model=PutRequest, routes=hot_routes, error=_error, link=link
+            front,
+            service=service,
+            bounded=_bounded,
+            put_model=PutRequest,
+            register_model=RegisterRequest,
+            routes=hot_routes,
+            error=_error,
+            link=link,
         )
     return MetricsMiddleware(BodyLimit(front, limit=limit), metrics=metrics)

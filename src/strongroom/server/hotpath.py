@@ -1,4 +1,4 @@
-"""The three hot routes (get a deposit, put a deposit, entropy) answered in plain ASGI.
+"""The hot routes (get a deposit, put a deposit, entropy, registration) answered in plain ASGI.
 
 Profiled under load, FastAPI's request machinery (dependency solving, parameter validation,
 response encoding, its middleware stack) took more of the event loop than the handlers' own
@@ -24,13 +24,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from strongroom.crypto import reqsig
 from strongroom.server.errors import ApiError, BadRequest, TooLarge
-from strongroom.server.service import MAX_ENTROPY, Service, SignedRequest
+from strongroom.server.service import MAX_ENTROPY, Service, SignedRequest, secret_hash
 from strongroom.server.writerlink import WriterLink
 
 log = logging.getLogger("strongroom.server.api")
 
 DEPOSITS = "/v1/deposits/"
 ENTROPY = "/v1/entropy"
+REGISTER = "/v1/register"
 MAX_VERSION = 2**31 - 1
 _AUTH = tuple(h.encode() for h in (reqsig.HEADER_CLIENT, reqsig.HEADER_TIME, reqsig.HEADER_NONCE, reqsig.HEADER_SIG))
 
@@ -77,6 +78,7 @@ class HotPath:
         service: Service,
         bounded: Bounded,
         put_model: Any,
+        register_model: Any,
         routes: dict[str, Any],
         error: Callable[[int, str, str], Any],
         link: WriterLink | None = None,
@@ -86,6 +88,7 @@ class HotPath:
         self.link = link  # the writer process, when the server runs one; else this process's group commit
         self.bounded = bounded
         self.put_model = put_model
+        self.register_model = register_model
         self.routes = routes  # route template -> the FastAPI route, for the metrics label
         self.error = error
 
@@ -99,11 +102,13 @@ class HotPath:
             handler = self._get if method == "GET" else self._put if method == "PUT" else None
         elif path == ENTROPY and method == "GET":
             handler = self._entropy
+        elif path == REGISTER and method == "POST":
+            handler = self._register
         if handler is None:
             await self.app(scope, receive, send)
             return
         body = b""
-        if method == "PUT":
+        if method in ("PUT", "POST"):
             body = await _read_body(receive)
         elif _has_body(scope):
             await self.app(scope, receive, send)
@@ -207,6 +212,34 @@ class HotPath:
             return data
 
         await self._answer(scope, send, "/v1/entropy:GET", 200, run)
+
+    async def _register(self, scope: Scope, body: bytes, send: Send) -> None:
+        if scope.get("query_string") or not _is_json(scope):
+            raise _PassOn
+        try:
+            model = self.register_model.model_validate_json(body)
+        except ValidationError:
+            raise _PassOn from None
+        client = scope.get("client")
+        source = client[0] if client else "unknown"
+        service, link = self.service, self.link
+
+        async def run() -> dict[str, Any]:
+            if link is None:
+                out: dict[str, Any] = await self.bounded(
+                    service.register_future(model.org, model.auth_secret, model.name, model.public_key, source)
+                )
+                return out
+            pub = service.register_check(model.org, model.name, model.public_key, source)
+            digest = secret_hash(model.auth_secret)
+            try:
+                out = await link.call("register", REGISTER, ("", "", 0), (model.org, digest, model.name, pub, source))
+            except ApiError as e:
+                service.registration_done(source, e)
+                raise
+            return out
+
+        await self._answer(scope, send, "/v1/register:POST", 201, run)
 
 
 def _has_body(scope: Scope) -> bool:

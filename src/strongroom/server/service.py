@@ -210,6 +210,9 @@ class Service:
     ) -> Callable[[Tx, audit_mod.AuditWriter], Any]:
         """One of the hot routes' actions named by plain data, for the writer process (server/writer.py)."""
         fn: Callable[[Ctx], Any]
+        if op == "register":  # not signed: the organization's auth secret is the credential
+            org, digest, name, pub, source = args
+            return self.register_action(org, digest, name, pub, source)
         if op == "get":
             name, owner, version = args
             fn = lambda ctx: self.get(ctx, name, owner, version)  # noqa: E731
@@ -285,6 +288,14 @@ class Service:
 
     # -- registration -----------------------------------------------------------------------
     def register_future(self, org: str, auth_secret: str, name: str, public_key: str, source: str) -> Future[dict[str, Any]]:
+        pub = self.register_check(org, name, public_key, source)
+        fut = self.submit(self.register_action(org, secret_hash(auth_secret), name, pub, source))
+        fut.add_done_callback(lambda f: self.registration_done(source, f.exception()))
+        return fut
+
+    def register_check(self, org: str, name: str, public_key: str, source: str) -> bytes:
+        """What a registration is checked for before the database: the source's failure count,
+        names, the key's form.  Returns the public key's bytes."""
         self.limiter.check(source)
         check_name(org, "organization name", SHORT_NAME_RE)
         check_name(name, "client name", CLIENT_NAME_RE)
@@ -294,12 +305,23 @@ class Service:
             raise BadRequest("public_key must be base64url") from None
         if len(pub) != 32:
             raise BadRequest("public_key must be a 32-byte Ed25519 public key")
+        return pub
+
+    def registration_done(self, source: str, error: BaseException | None) -> None:
+        """Count a wrong secret against its source (the process that checks the count does this)."""
+        if isinstance(error, Unauthorized):
+            self.limiter.fail(source)
+
+    def register_action(
+        self, org: str, digest: bytes, name: str, pub: bytes, source: str
+    ) -> Callable[[Tx, audit_mod.AuditWriter], dict[str, Any]]:
+        """The registration's transaction; ``digest`` is ``secret_hash`` of the auth secret given,
+        so the secret itself goes no further than the process that received it."""
 
         def run(tx: Tx, aw: audit_mod.AuditWriter) -> dict[str, Any]:
             row = tx.one("SELECT id, secret_hash FROM orgs WHERE name = ?", org)
             expected = bytes(row[1]) if row is not None else secret_hash(new_secret())
-            if not hmac.compare_digest(expected, secret_hash(auth_secret)) or row is None:
-                self.limiter.fail(source)
+            if not hmac.compare_digest(expected, digest) or row is None:
                 aw.append("anonymous", "register", org, "denied", source=source, reason="wrong organization or auth secret")
                 raise Refused(Unauthorized("wrong organization or auth secret"))
             client_id = new_client_id()
@@ -320,7 +342,7 @@ class Service:
             aw.append(client_id, "register", org, "ok", name=name, source=source)
             return {"client_id": client_id, "org": org, "name": name}
 
-        return self.submit(run)
+        return run
 
     # -- deposits ----------------------------------------------------------------------------
     def _policy_rows(self, tx: Tx, owner: ClientRow, policy: Policy) -> list[tuple[str, str]]:
