@@ -24,6 +24,7 @@ TIMEOUT = 1.0
 # On a volume with access rules: how long the kernel may answer a lookup or stat from its cache,
 # unchecked.  Opens and listings always reach the check; see docs/ACL.md, "Kernel caches".
 ACL_TIMEOUT = 0.1
+PINNED_THREADS = 16  # libfuse threads whose Python thread state is kept (see Fuse._wrapper)
 
 
 class MountError(Exception):
@@ -163,8 +164,31 @@ def _fuse_class() -> Any:
     _READDIR_BUDGET = os.sysconf("SC_PAGESIZE")
     _dir_handles = itertools.count(1 << 48)  # apart from file handles, which fgetattr looks up
 
+    ensure_thread_state = ctypes.pythonapi.PyGILState_Ensure
+    ensure_thread_state.restype = ctypes.c_int
+    ensure_thread_state.argtypes = []
+    pinned: set[int] = set()
+    pin_lock = threading.Lock()
+
     class Fuse(mfusepy.FUSE):  # type: ignore[misc]
         _listings: dict[int, list[tuple[str, str, int, int]]] = {}  # open directory handle -> its listing
+
+        def _wrapper(self, func: Any, *args: Any, **kwargs: Any) -> Any:
+            # Each request reaches Python through a ctypes callback on one of libfuse's threads,
+            # which Python does not know: ctypes makes a thread state for the call and destroys
+            # it on return (a new frame stack mapped and unmapped, and every threading.local
+            # value gone, so the per-thread 1 MiB crypto buffers were allocated afresh for each
+            # read and write).  One extra PyGILState_Ensure, never released, keeps the thread's
+            # state for the thread's life.  libfuse 3.14 keeps its threads (idle ones are not
+            # destroyed by default), so these are the <= 10 threads of its pool; the cap bounds
+            # what a pool that did replace threads could pin (each keeps its buffers).
+            ident = threading.get_ident()
+            if ident not in pinned and len(pinned) < PINNED_THREADS:
+                with pin_lock:
+                    if ident not in pinned and len(pinned) < PINNED_THREADS:
+                        ensure_thread_state()
+                        pinned.add(ident)
+            return super()._wrapper(func, *args, **kwargs)
 
         def read(self, path: bytes | None, buf: Any, size: int, offset: int, fip: Any) -> int:
             dest = _view(buf, size)
