@@ -24,14 +24,31 @@ def default_path() -> Path:
     return Path(env) if env else DEFAULT_PROFILE.expanduser()
 
 
-def _write_private(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+def _write_private(path: Path, text: str, fresh: bool = False) -> None:
+    """Write ``path`` (mode 0600) and fsync it.  An existing profile's file is replaced through
+    a temporary file and a rename, so a crash leaves the old one or the new one; in a directory
+    this call just created (``fresh``) there is nothing to keep, and the file is written in place."""
+    data = text.encode()
+    target = path if fresh else path.with_name(path.name + ".tmp")
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if fresh else os.O_TRUNC) | os.O_CLOEXEC
+    fd = os.open(target, flags, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if not fresh:
+        os.replace(target, path)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 @dataclass
@@ -51,11 +68,16 @@ class Profile:
         return ca if ca.exists() else None
 
     def save(self, ca_pem: bytes | None) -> None:
-        self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(self.path, 0o700)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            os.mkdir(self.path, 0o700)
+            fresh = True  # a new, empty directory: nothing in it to replace atomically
+        except FileExistsError:
+            fresh = False
+        os.chmod(self.path, 0o700)  # exactly 0700, whatever the umask or an older directory's mode
         if ca_pem is not None:
-            _write_private(self.path / "ca.pem", ca_pem.decode())
-        _write_private(self.path / "identity.key", b64u(self.identity.private_bytes()) + "\n")
+            _write_private(self.path / "ca.pem", ca_pem.decode(), fresh)
+        _write_private(self.path / "identity.key", b64u(self.identity.private_bytes()) + "\n", fresh)
         doc = {
             "version": 1,
             "servers": self.servers,
@@ -64,14 +86,13 @@ class Profile:
             "org": self.org,
             "role": self.role,
         }
-        _write_private(self.path / "profile.json", json.dumps(doc, indent=2) + "\n")
-        # The renames above are durable only once the directory is: a registered identity must
-        # survive a crash right after registration returns.
-        dfd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        _write_private(self.path / "profile.json", json.dumps(doc, indent=2) + "\n", fresh)
+        # The new names above are durable only once the directory is (and a new directory's own
+        # name once its parent is): a registered identity must survive a crash right after
+        # registration returns.
+        _fsync_dir(self.path)
+        if fresh:
+            _fsync_dir(self.path.parent)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str] | None = None) -> Profile:
