@@ -80,8 +80,7 @@ def test_two_processes_share_data_and_nonces(pg_deployment: Deployment) -> None:
     via_s2.put("shared", b"through s2")
     assert c.get("shared") == b"through s2"
     # one signed request replayed against the other process is refused
-    req = c._http.build_request("GET", s1.url + "/v1/whoami")
-    c._sign(req)
+    req = httpx.Request("GET", s1.url + "/v1/whoami", headers=c.signed_headers("GET", "/v1/whoami", b""))
     http = httpx.Client(verify=tls(d.data.ca_file))
     assert http.send(req).status_code == 200
     req.url = httpx.URL(s2.url + "/v1/whoami")
