@@ -15,6 +15,7 @@ from pathlib import Path
 
 from strongroom.client.errors import ProfileError
 from strongroom.crypto.identity import Identity, b64u, unb64u
+from strongroom.durable import fsync_dir, write_synced
 
 DEFAULT_PROFILE = Path("~/.config/strongroom")
 
@@ -28,27 +29,12 @@ def _write_private(path: Path, text: str, fresh: bool = False) -> None:
     """Write ``path`` (mode 0600) and fsync it.  An existing profile's file is replaced through
     a temporary file and a rename, so a crash leaves the old one or the new one; in a directory
     this call just created (``fresh``) there is nothing to keep, and the file is written in place."""
-    data = text.encode()
-    target = path if fresh else path.with_name(path.name + ".tmp")
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if fresh else os.O_TRUNC) | os.O_CLOEXEC
-    fd = os.open(target, flags, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    if not fresh:
-        os.replace(target, path)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    if fresh:
+        write_synced(path, text.encode(), os.O_EXCL)
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    write_synced(tmp, text.encode(), os.O_TRUNC)
+    os.replace(tmp, path)
 
 
 @dataclass
@@ -90,9 +76,9 @@ class Profile:
         # The new names above are durable only once the directory is (and a new directory's own
         # name once its parent is): a registered identity must survive a crash right after
         # registration returns.
-        _fsync_dir(self.path)
+        fsync_dir(self.path)
         if fresh:
-            _fsync_dir(self.path.parent)
+            fsync_dir(self.path.parent)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str] | None = None) -> Profile:
