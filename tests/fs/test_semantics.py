@@ -86,6 +86,44 @@ def test_namespace_operations(vol: Mount) -> None:
     assert sorted(os.listdir(m)) == ["hard", "sym"]
 
 
+def test_directories_replaced_under_the_same_name(vol: Mount) -> None:
+    """A directory removed or renamed away and another put in its place has a new tweak: names
+    created in it afterwards must be encrypted under the new one (the daemon caches tweaks), so
+    they still list after a restart (which reads every tweak from disk) and fsck finds nothing."""
+    from tests.serverproc import cli
+
+    m = vol.mnt
+    (m / "a").mkdir()
+    (m / "a" / "x").write_text("old")
+    assert not (m / "a" / "y").exists()  # a resolved (negative) name under the old tweak
+    (m / "a" / "x").unlink()
+    (m / "a").rmdir()
+    (m / "a").mkdir()
+    (m / "a" / "x").write_text("new x")
+    (m / "a" / "y").write_text("new y")
+    (m / "d" / "sub").mkdir(parents=True)
+    (m / "e" / "sub").mkdir(parents=True)
+    (m / "e" / "sub" / "f").write_text("in e")  # e and e/sub resolved and cached
+    (m / "e" / "sub" / "f").unlink()
+    (m / "e" / "sub").rmdir()
+    os.rename(m / "d", m / "e")  # d replaces the empty e
+    (m / "e" / "z").write_text("into the moved d")
+    (m / "e" / "sub" / "w").write_text("into the moved d/sub")
+    (m / "q" / "sub").mkdir(parents=True)
+    (m / "q" / "sub" / "from-q").write_text("q's")
+    os.rename(m / "e", m / "b")
+    os.rename(m / "q", m / "e")  # e/sub is now q's sub, with q's tweaks
+    (m / "e" / "sub" / "g").write_text("into q's sub")
+    (m / "e" / "again").write_text("in q, now e")
+    vol.restart()
+    assert sorted(os.listdir(m / "a")) == ["x", "y"] and (m / "a" / "x").read_text() == "new x"
+    assert sorted(os.listdir(m / "b")) == ["sub", "z"] and os.listdir(m / "b" / "sub") == ["w"]
+    assert sorted(os.listdir(m / "e")) == ["again", "sub"] and sorted(os.listdir(m / "e" / "sub")) == ["from-q", "g"]
+    vol.stop()
+    r = cli("fs", "fsck", str(vol.lower), "--passphrase-file", str(vol.pwfile))
+    assert r.returncode == 0, r.stdout.decode() + r.stderr.decode()
+
+
 def test_many_entries_and_long_names(vol: Mount) -> None:
     d = vol.mnt / "many"
     d.mkdir()

@@ -78,8 +78,9 @@ class VolumeOps:
         self.names = names.NameCipher(keys.names, long_name_max)
         self.xattrs = XattrCipher(keys.xattr_names, keys.xattr_values)
         self._lock = threading.Lock()  # guards the tables below
-        self._dirivs = _Lru()
-        self._paths = _Lru()
+        self._dirs = _Lru()
+        self._dirs_gen = 0  # bumped whenever a directory entry is dropped
+        self._names = _Lru(4 * CACHE_ENTRIES)
         self._files: dict[tuple[int, int], _File] = {}
         self._handles: dict[int, _Handle] = {}
         self._next_fh = 1
@@ -102,47 +103,72 @@ class VolumeOps:
             raise _err(errno.EACCES)
 
     # -- names ---------------------------------------------------------------------------
-    def _diriv(self, lower_dir: str) -> bytes:
-        iv = self._dirivs.get(lower_dir)
-        if iv is None:
-            try:
-                with open(os.path.join(lower_dir, names.DIRIV), "rb") as f:
-                    iv = f.read()
-            except FileNotFoundError:
-                raise _err(errno.EIO) from None
-            if len(iv) != names.DIRIV_BYTES:
-                self._damage(lower_dir, None, "directory tweak is damaged")
-                raise _err(errno.EIO)
-            with self._lock:
-                self._dirivs.put(lower_dir, iv)
-        return bytes(iv)
+    # A plaintext path resolves through two caches: known directories (plaintext path -> lower
+    # path and tweak) and encrypted names ((tweak, plain name) -> lower name: a pure function of
+    # the two, so never stale).  Only a directory's own entry can go stale: rmdir drops that one,
+    # a directory rename drops them all.  (A cache of whole paths had to be cleared at every
+    # rmdir, after which each request re-read the tweak of every directory on its path: ~100 us
+    # per request at depth 4, most of rm -rf's time.)
+    def _read_diriv(self, lower_dir: str) -> bytes:
+        try:
+            with open(os.path.join(lower_dir, names.DIRIV), "rb") as f:
+                iv = f.read()
+        except FileNotFoundError:
+            raise _err(errno.EIO) from None
+        if len(iv) != names.DIRIV_BYTES:
+            self._damage(lower_dir, None, "directory tweak is damaged")
+            raise _err(errno.EIO)
+        return iv
+
+    def _dir(self, path: str) -> tuple[str, bytes]:
+        """(lower path, tweak) of a plaintext directory."""
+        hit = self._dirs.get(path)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
+        gen = self._dirs_gen
+        if path in ("/", ""):
+            path, lower = "/", self.root
+        else:
+            lower_parent, name, _ = self._entry(path)
+            lower = os.path.join(lower_parent, name)
+        iv = self._read_diriv(lower)
+        with self._lock:
+            if gen == self._dirs_gen:  # no rmdir or rename since the tweak was read
+                self._dirs.put(path, (lower, iv))
+        return lower, iv
 
     def _entry(self, path: str) -> tuple[str, str, str | None]:
         """(lower parent dir, lower entry name, full encrypted name if long) of a plaintext path."""
         parent, _, leaf = path.rstrip("/").rpartition("/")
-        lower_parent = self._lower(parent or "/")
-        try:
-            name, full = self.names.lower_name(os.fsencode(leaf), self._diriv(lower_parent))
-        except names.BadName:
-            raise _err(errno.ENAMETOOLONG if len(os.fsencode(leaf)) > 255 else errno.EINVAL) from None
-        return lower_parent, name, full
+        lower_parent, iv = self._dir(parent or "/")
+        key = (iv, leaf)
+        hit = self._names.get(key)
+        if hit is None:
+            try:
+                hit = self.names.lower_name(os.fsencode(leaf), iv)
+            except names.BadName:
+                raise _err(errno.ENAMETOOLONG if len(os.fsencode(leaf)) > 255 else errno.EINVAL) from None
+            with self._lock:
+                self._names.put(key, hit)
+        return lower_parent, hit[0], hit[1]
 
     def _lower(self, path: str) -> str:
         if path in ("/", ""):
             return self.root
-        cached = self._paths.get(path)
-        if cached is not None:
-            return str(cached)
+        hit = self._dirs.get(path)
+        if hit is not None:
+            return str(hit[0])
         lower_parent, name, _ = self._entry(path)
-        lower = os.path.join(lower_parent, name)
-        with self._lock:
-            self._paths.put(path, lower)
-        return lower
+        return os.path.join(lower_parent, name)
 
-    def _forget_paths(self) -> None:
+    def _forget_dirs(self, path: str | None = None) -> None:
+        """Drop a directory's cached lower path and tweak (all directories' if ``path`` is None)."""
         with self._lock:
-            self._paths.clear()
-            self._dirivs.clear()
+            self._dirs_gen += 1
+            if path is None:
+                self._dirs.clear()
+            else:
+                self._dirs.pop(path, None)
 
     def _new_entry(self, path: str) -> tuple[str, str]:
         """(lower parent dir, lower name) for an entry about to be created; a long name's sidecar
@@ -263,8 +289,7 @@ class VolumeOps:
     def _listing(self, path: str) -> Iterator[tuple[str, os.DirEntry[str], str]]:
         """(plain name, lower entry, lower dir) for each entry of a directory, after the access check."""
         self._check(path)
-        lower_dir = self._lower(path)
-        iv = self._diriv(lower_dir)
+        lower_dir, iv = self._dir(path)
         with os.scandir(lower_dir) as it:
             for entry in it:
                 n = entry.name
@@ -335,9 +360,12 @@ class VolumeOps:
         lower_parent, name = self._new_entry(path)
         lower = os.path.join(lower_parent, name)
         os.mkdir(lower, mode | 0o300)  # the daemon must be able to write the tweak
-        write_diriv(lower)  # durable before anything is created inside
+        iv = write_diriv(lower)  # durable before anything is created inside
         if mode & 0o300 != 0o300:
             os.chmod(lower, mode)
+        self._forget_dirs(path)
+        with self._lock:
+            self._dirs.put(path, (lower, iv))
         return 0
 
     def rmdir(self, path: str) -> int:
@@ -352,10 +380,11 @@ class VolumeOps:
         try:
             os.rmdir(lower)
         except OSError:
-            write_diriv(lower)  # put the tweak back: the directory stays usable
+            write_diriv(lower)  # put the tweak back (a new one): the directory stays usable
             raise
+        finally:
+            self._forget_dirs(path)
         self._remove_sidecar(lower_parent, name)
-        self._forget_paths()
         return 0
 
     def fsyncdir(self, path: str, datasync: int, fh: int) -> int:
@@ -369,8 +398,6 @@ class VolumeOps:
         lower_parent, name, _ = self._entry(path)
         os.unlink(os.path.join(lower_parent, name))
         self._remove_sidecar(lower_parent, name)
-        with self._lock:
-            self._paths.pop(path, None)
         return 0
 
     def rename(self, old: str, new: str) -> int:
@@ -379,10 +406,25 @@ class VolumeOps:
         self._writable()
         old_parent, old_name, _ = self._entry(old)
         new_parent, new_name = self._new_entry(new)
-        os.rename(os.path.join(old_parent, old_name), os.path.join(new_parent, new_name))
+        old_lower = os.path.join(old_parent, old_name)
+        moves_dir = stat.S_ISDIR(os.lstat(old_lower).st_mode)
+        new_lower = os.path.join(new_parent, new_name)
+        try:
+            try:
+                os.rename(old_lower, new_lower)
+            except OSError as e:
+                # An empty plaintext directory still holds its tweak, so the lower rename over it
+                # fails (ENOTEMPTY on ext4, EEXIST on xfs): remove it as rmdir would (ENOTEMPTY if
+                # it has entries), then move the source into its place, as gocryptfs does.
+                if not moves_dir or e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+                self.rmdir(new)
+                os.rename(old_lower, new_lower)
+        finally:
+            if moves_dir:  # every directory below moved too (and one may have been replaced)
+                self._forget_dirs()
         if (old_parent, old_name) != (new_parent, new_name):
             self._remove_sidecar(old_parent, old_name)
-        self._forget_paths()
         return 0
 
     def link(self, target: str, source: str) -> int:
