@@ -160,6 +160,13 @@ def test_metadata_xattrs_statfs(vol: Mount) -> None:
     assert b"secret attribute" not in os.getxattr(lower, os.listxattr(lower)[0])
     os.removexattr(p, "user.comment")
     assert os.listxattr(p) == []
+    for other in ("security.capability", "trusted.note", "user.missing"):  # only user.* is stored
+        with pytest.raises(OSError) as e:
+            os.getxattr(p, other)
+        assert e.value.errno == errno.ENODATA
+    with pytest.raises(OSError) as e:
+        os.setxattr(p, "trusted.note", b"x")
+    assert e.value.errno == errno.ENOTSUP
     st = os.statvfs(vol.mnt)
     assert st.f_blocks > 0 and st.f_namemax == 255
     with open(p, "r+b") as f:

@@ -30,6 +30,10 @@ log = logging.getLogger("strongroom.fs")
 CACHE_ENTRIES = 4096  # bound on cached paths, directory tweaks and file headers
 ZERO_PIECE = 1 << 20
 MAX_REQUEST = 1 << 20  # FUSE requests are at most this large (mount.MAX_WRITE)
+# The preferred I/O size programs read from stat: cp and stdio size their buffers by it, and each
+# write through FUSE is a round trip (no writeback cache here).  The lower file's 4 KiB made cp
+# copy in 128 KiB writes; 1 MiB took a 1 GiB copy 7.7 -> 5.1 s.
+BLKSIZE = MAX_REQUEST
 
 
 def _err(code: int) -> OSError:
@@ -204,19 +208,36 @@ class VolumeOps:
             log.error("damaged: %s%s: %s", what, where, reason)
 
     # -- attributes ----------------------------------------------------------------------
-    def _attrs(self, st: os.stat_result, lower: str) -> dict[str, Any]:
-        size = st.st_size
+    def _reported_size(self, st: os.stat_result, lower: str) -> int:
+        """The size a stat of the plaintext reports, from the lower entry's stat."""
         if stat.S_ISREG(st.st_mode):
             try:
-                size = content.plain_size(size)
+                return content.plain_size(st.st_size)
             except content.DamagedFile as e:
                 self._damage(lower, e.block, str(e))
-                size = 0
-        elif stat.S_ISLNK(st.st_mode):
+                return 0
+        if stat.S_ISLNK(st.st_mode):
             try:
-                size = len(self._read_link(lower))
+                return len(self._read_link(lower))
             except OSError:
-                size = 0
+                return 0
+        return st.st_size
+
+    def stat(self, path: str, fh: int | None = None) -> tuple[os.stat_result, int]:
+        """(the lower entry's stat, the plaintext size) of a path or an open file: what getattr
+        reports, in the form the mount packs straight into libfuse's struct stat."""
+        if fh is None and path != "/":
+            self._check(path)
+        if fh is not None and fh in self._handles:
+            h = self._handles[fh]
+            st = os.fstat(h.fd)
+            return st, self._reported_size(st, h.path)
+        lower = self._lower(path)
+        st = os.lstat(lower)
+        return st, self._reported_size(st, lower)
+
+    @staticmethod
+    def attrs(st: os.stat_result, size: int) -> dict[str, Any]:
         return {
             "st_mode": st.st_mode,
             "st_ino": st.st_ino,
@@ -228,21 +249,12 @@ class VolumeOps:
             "st_mtime": st.st_mtime_ns,
             "st_ctime": st.st_ctime_ns,
             "st_blocks": st.st_blocks,
-            # The preferred I/O size programs read from stat: cp and stdio size their buffers by it,
-            # and each write through FUSE is a round trip (no writeback cache here).  The lower
-            # file's 4 KiB made cp copy in 128 KiB writes; 1 MiB took a 1 GiB copy 7.7 -> 5.1 s.
-            "st_blksize": MAX_REQUEST,
+            "st_blksize": BLKSIZE,
             "st_rdev": st.st_rdev,
         }
 
     def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:
-        if fh is None and path != "/":
-            self._check(path)
-        if fh is not None and fh in self._handles:
-            h = self._handles[fh]
-            return self._attrs(os.fstat(h.fd), h.path)
-        lower = self._lower(path)
-        return self._attrs(os.lstat(lower), lower)
+        return self.attrs(*self.stat(path, fh))
 
     def access(self, path: str, amode: int) -> int:
         self._check(path, write=bool(amode & os.W_OK))
@@ -331,7 +343,7 @@ class VolumeOps:
     def readdir_entries(self, path: str) -> list[tuple[str, str, int, int]]:
         """(name, lower path, inode, type) of every entry, dots included, for listings sent in
         pieces (READDIRPLUS): names only, so a huge directory costs what libfuse's own listing
-        did; each entry's attributes are read when it is sent (``entry_attrs``)."""
+        did; each entry's attributes are read when it is sent (``entry_stat``)."""
         out = []
         for plain, entry, lower_dir in self._listing(path):
             kind = stat.S_IFDIR if entry.is_dir(follow_symlinks=False) else stat.S_IFLNK if entry.is_symlink() else stat.S_IFREG
@@ -341,12 +353,13 @@ class VolumeOps:
         here, up = self._dots(path)
         return [(".", lower_dir, here.st_ino, here.st_mode), ("..", parent, up.st_ino, up.st_mode), *out]
 
-    def entry_attrs(self, lower: str) -> dict[str, Any] | None:
-        """A listed entry's attributes, as getattr gives them; None if it is gone since."""
+    def entry_stat(self, lower: str) -> tuple[os.stat_result, int] | None:
+        """A listed entry's (lower stat, plaintext size), as stat gives them; None if it is gone since."""
         try:
-            return self._attrs(os.lstat(lower), lower)
+            st = os.lstat(lower)
         except FileNotFoundError:
             return None
+        return st, self._reported_size(st, lower)
 
     def opendir(self, path: str) -> int:
         self._check(path)

@@ -4,6 +4,7 @@ lower inode numbers."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import subprocess
@@ -144,6 +145,91 @@ def _request_context() -> Callable[[], tuple[int, int, int]]:
     return context
 
 
+StatPacker = Callable[[Any, os.stat_result, int], None]
+
+
+def _stat_packer() -> StatPacker | None:
+    """A function filling libfuse's struct stat from a lower stat and the plaintext size in one
+    struct.pack_into (pad bytes zeroed), laid out from mfusepy's own c_stat fields: ~1.7 us where
+    a dict of attributes set field by field through ctypes (mfusepy's set_st_attrs) took ~8.4 us,
+    on every GETATTR, and on every entry of a listing.  It is checked against set_st_attrs once;
+    None (use mfusepy's way) if they disagree."""
+    import ctypes
+    import struct
+
+    import mfusepy
+
+    from strongroom.fs.fuse_ops import BLKSIZE, VolumeOps
+
+    c_stat = mfusepy.c_stat
+    fields = {f[0]: f[1] for f in c_stat._fields_}
+
+    def code(t: Any) -> str:
+        c = {8: "q", 4: "i", 2: "h"}[ctypes.sizeof(t)]
+        return c.upper() if t._type_.isupper() else c
+
+    try:
+        slots = [
+            (getattr(c_stat, k).offset, code(fields[k]))
+            for k in ("st_ino", "st_nlink", "st_mode", "st_uid", "st_gid", "st_rdev", "st_size", "st_blksize", "st_blocks")
+        ]
+        for k in ("st_atimespec", "st_mtimespec", "st_ctimespec"):
+            ts = fields[k]
+            sub = dict(ts._fields_)
+            slots += [
+                (getattr(c_stat, k).offset + ts.tv_sec.offset, code(sub["tv_sec"])),
+                (getattr(c_stat, k).offset + ts.tv_nsec.offset, code(sub["tv_nsec"])),
+            ]
+    except (AttributeError, KeyError, TypeError):
+        return None
+    fmt, pos = "=", 0
+    for offset, c in sorted(slots):
+        if offset < pos:
+            return None
+        fmt += "x" * (offset - pos) + c
+        pos = offset + struct.calcsize("=" + c)
+    layout = struct.Struct(fmt + "x" * (ctypes.sizeof(c_stat) - pos))
+    order = [o for o, _ in slots]
+    if sorted(order) != order:  # the fields above must be listed in memory order
+        return None
+    pack_into = layout.pack_into
+    billion = 1_000_000_000
+
+    def pack(buf: Any, st: os.stat_result, size: int) -> None:
+        a, an = divmod(st.st_atime_ns, billion)
+        m, mn = divmod(st.st_mtime_ns, billion)
+        c, cn = divmod(st.st_ctime_ns, billion)
+        pack_into(
+            buf,
+            0,
+            st.st_ino,
+            st.st_nlink,
+            st.st_mode,
+            st.st_uid,
+            st.st_gid,
+            st.st_rdev,
+            size,
+            BLKSIZE,
+            st.st_blocks,
+            a,
+            an,
+            m,
+            mn,
+            c,
+            cn,
+        )
+
+    sample = os.stat(os.path.dirname(__file__))
+    ours, theirs = c_stat(), c_stat()
+    ctypes.memset(ctypes.byref(ours), 0xFF, ctypes.sizeof(ours))  # pad bytes must come out zero
+    try:
+        pack(ours, sample, 12345)
+    except struct.error:
+        return None
+    mfusepy.set_st_attrs(theirs, VolumeOps.attrs(sample, 12345), use_ns=True)
+    return pack if bytes(ours) == bytes(theirs) else None
+
+
 def _fuse_class() -> Any:
     """mfusepy's FUSE, with read and write handing our operations views of libfuse's own buffers
     (no copy into or out of a Python bytes object per request)."""
@@ -167,6 +253,7 @@ def _fuse_class() -> Any:
     ensure_thread_state = ctypes.pythonapi.PyGILState_Ensure
     ensure_thread_state.restype = ctypes.c_int
     ensure_thread_state.argtypes = []
+    pack_stat = _stat_packer()
     pinned: set[int] = set()
     pin_lock = threading.Lock()
 
@@ -189,6 +276,24 @@ def _fuse_class() -> Any:
                         ensure_thread_state()
                         pinned.add(ident)
             return super()._wrapper(func, *args, **kwargs)
+
+        def getattr_fuse_3(self, path: bytes | None, buf: Any, fip: Any) -> int:
+            if pack_stat is None:
+                return int(super().getattr_fuse_3(path, buf, fip))
+            st, size = self.operations.stat(
+                None if path is None else path.decode(self.encoding, self.errors), fip.contents.fh if fip else None
+            )
+            pack_stat(buf.contents, st, size)
+            return 0
+
+        def getxattr(self, path: bytes, name: bytes, value: Any, size: int, *args: Any) -> int:
+            # Only user.* attributes are stored (xattrs.py).  The kernel asks for
+            # security.capability before every write and ls -l for system.posix_acl_access on
+            # every entry: answered here, not through an exception raised and logged per request.
+            # The answer is the same for every path, so it skips no access check that matters.
+            if not name.startswith(b"user."):
+                return -errno.ENODATA
+            return int(super().getxattr(path, name, value, size, *args))
 
         def create(self, path: bytes, mode: int, fip: Any) -> int:
             # mfusepy's own create asks inspect.signature of the operation on every call (~2 % of
@@ -245,13 +350,17 @@ def _fuse_class() -> Any:
                 used += (base + len(raw) + 7) & ~7
                 if used > _READDIR_BUDGET:
                     break
-                ctypes.memset(ctypes.byref(st), 0, ctypes.sizeof(st))
                 if plus:
-                    attrs = self.operations.entry_attrs(lower)
-                    if attrs is None:
+                    found = self.operations.entry_stat(lower)
+                    if found is None:
                         continue  # removed since the listing was read
-                    mfusepy.set_st_attrs(st, attrs, use_ns=self.use_ns)
+                    if pack_stat is not None:
+                        pack_stat(st, *found)
+                    else:
+                        ctypes.memset(ctypes.byref(st), 0, ctypes.sizeof(st))
+                        mfusepy.set_st_attrs(st, self.operations.attrs(*found), use_ns=self.use_ns)
                 else:
+                    ctypes.memset(ctypes.byref(st), 0, ctypes.sizeof(st))
                     st.st_ino, st.st_mode = ino, mode
                 if filler(buf, raw, st, i + 1, fill_flags) != 0:
                     break
