@@ -1,0 +1,91 @@
+"""Small-file A/B of two builds of the daemon: this checkout against another one's sources
+(e.g. the previous commit in a git worktree), with gocryptfs beside them, interleaved.
+
+tar x, ls -lR (cold) and rm -rf of a generated tree; wall time and the daemon's CPU time
+(user + system, from /proc) for each; medians over rounds, and each one's ratio to gocryptfs.
+
+    git worktree add /tmp/base HEAD~1
+    (cd src && cp --parents strongroom/rng/libsrrng.so strongroom/fs/libsrblocks.so strongroom/fs/libsrproc.so /tmp/base/src)
+    .venv/bin/python bench/fs_small_pair.py --base /tmp/base/src --files 1500 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+from pathlib import Path
+
+from strongroom.bench.fs import Gocryptfs, Strongroom, System, _timed, drop_caches, make_tree_tar
+
+
+def cpu_seconds(pid: int | None) -> float:
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Build(Strongroom):
+    def __init__(self, root: Path, name: str, pythonpath: str | None) -> None:
+        super().__init__(root)
+        self.name = name
+        self.pythonpath = pythonpath
+
+    def setup(self, aesni: bool) -> None:
+        old = os.environ.get("PYTHONPATH")
+        if self.pythonpath:
+            os.environ["PYTHONPATH"] = self.pythonpath
+        try:
+            super().setup(aesni)
+        finally:
+            if old is None:
+                os.environ.pop("PYTHONPATH", None)
+            else:
+                os.environ["PYTHONPATH"] = old
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("rounds", type=int, nargs="?", default=3)
+    ap.add_argument("--base", required=True, help="the other build's src directory (put first on PYTHONPATH)")
+    ap.add_argument("--files", type=int, default=1500)
+    args = ap.parse_args()
+    root = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    tree = root / "tree.tar"
+    make_tree_tar(tree, args.files)
+    systems: list[System] = [Gocryptfs(root / "g"), Build(root / "base", "base", args.base), Build(root / "this", "this", None)]
+    ops = ("tar x", "ls -lR", "rm -rf")
+    wall: dict[str, dict[str, list[float]]] = {s.name: {op: [] for op in ops} for s in systems}
+    cpu: dict[str, dict[str, list[float]]] = {s.name: {op: [] for op in ops} for s in systems}
+    for r in range(args.rounds):
+        for s in systems if r % 2 == 0 else systems[::-1]:
+            s.setup(True)
+            try:
+                pid = s.pid()
+                cmds = {
+                    "tar x": ["tar", "xf", str(tree), "-C", str(s.mnt)],
+                    "ls -lR": ["ls", "-lR", str(s.mnt / "tree")],
+                    "rm -rf": ["rm", "-rf", str(s.mnt / "tree")],
+                }
+                for op in ops:
+                    if op != "rm -rf":  # rm -rf follows the listing, as in the full bench
+                        drop_caches()
+                    before = cpu_seconds(pid)
+                    wall[s.name][op].append(_timed(cmds[op]))
+                    cpu[s.name][op].append(cpu_seconds(pid) - before)
+            finally:
+                s.teardown()
+    ref = {op: statistics.median(v) for op, v in wall["gocryptfs"].items()}
+    for s in systems:
+        cells = ", ".join(
+            f"{op} {statistics.median(wall[s.name][op]):.2f} s ({statistics.median(wall[s.name][op]) / ref[op]:.2f}x,"
+            f" daemon CPU {statistics.median(cpu[s.name][op]):.2f} s)"
+            for op in ops
+        )
+        print(f"{s.name}: {cells}")
+
+
+if __name__ == "__main__":
+    main()
