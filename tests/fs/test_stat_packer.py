@@ -20,7 +20,8 @@ from strongroom.fs.fuse_ops import BLKSIZE, VolumeOps
 def test_packed_stat_reads_back_field_by_field(atime_ns: int, size: int) -> None:
     pack = mount._stat_packer()
     assert pack is not None  # on this platform the fast fill must be in use, not the fallback
-    st = os.stat_result((0o100640, 1 << 40, 3, 7, 1001, 1002, 99, 1, 2, 3, 1.0, 2.0, 3.0, atime_ns, 2_000_000_001, 5, 4096, 123, 0x0801))
+    fields = (0o100640, 1 << 40, 3, 7, 1001, 1002, 99, 1, 2, 3, 1.0, 2.0, 3.0)  # mode .. ctime (floats unused)
+    st = os.stat_result((*fields, atime_ns, 2_000_000_001, 5, 4096, 123, 0x0801))  # *_ns, blksize, blocks, rdev
     buf = mfusepy.c_stat()
     ctypes.memset(ctypes.byref(buf), 0xAB, ctypes.sizeof(buf))
     pack(buf, st, size)

@@ -27,7 +27,7 @@ from strongroom.fs.xattrs import XattrCipher
 
 log = logging.getLogger("strongroom.fs")
 
-CACHE_ENTRIES = 4096  # bound on cached paths, directory tweaks and file headers
+CACHE_ENTRIES = 4096  # bound on cached directories (with their tweaks); names get 4x as many
 ZERO_PIECE = 1 << 20
 MAX_REQUEST = 1 << 20  # FUSE requests are at most this large (mount.MAX_WRITE)
 # The preferred I/O size programs read from stat: cp and stdio size their buffers by it, and each
