@@ -38,7 +38,13 @@ def test_quick_bench_writes_a_complete_report(tmp_path: Path) -> None:
     s = results["suites"]
     assert all("error" not in v for v in s.values())
     # every suite measured something real, and what it could not measure is listed, not dropped
-    assert {row["system"] for row in s["keyserver"]["load"]} >= {"strongroom"}
+    ks = s["keyserver"]["load"]
+    assert {row["system"] for row in ks} >= {"strongroom"}
+    # Strongroom and OpenBao are measured in alternating rounds, and each Strongroom row carries
+    # its per-round ratio to OpenBao whenever OpenBao ran
+    assert all(row["rounds"] and min(row["rounds"]) > 0 for row in ks if row["system"] in ("strongroom", "openbao"))
+    if any(row["system"] == "openbao" for row in ks):
+        assert all(row["vs_openbao"] > 0 and row["vs_openbao_rounds"] for row in ks if row["system"] == "strongroom")
     assert {"nothing extra"} <= {row["config"] for row in s["entropy"]["rows"]}
     assert any(row["source"] == "strongroom new_key()" and row["ns_per_key"] > 0 for row in s["rng"]["keygen"])
     assert {row["system"] for row in s["fs"]["rows"]} >= {"plain", "strongroom"}

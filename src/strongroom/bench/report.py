@@ -26,18 +26,27 @@ CHARTS = {
 
 def keyserver_table(r: dict[str, Any]) -> str:
     lines = [
-        "| system | operation | clients | rate /s | p50 ms | p99 ms | errors | server cores | generator cores |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "Strongroom and OpenBao run side by side: each operation on each in turn, round after round (order flipped"
+        ' each round); a row is the system\'s median round, "rounds" every round\'s rate, and "vs OpenBao" the'
+        " median of the per-round ratios (each round's pair ran back to back).",
+        "",
+        "| system | operation | clients | rate /s | p50 ms | p99 ms | errors | server cores | generator cores | rounds /s"
+        " | vs OpenBao |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in r.get("load", []):
         op = row.get("op") or row["label"].split(" ", 1)[1]
+        rounds = ", ".join(f"{x:,.0f}" for x in row.get("rounds", []))
+        ratio = ""
+        if "vs_openbao" in row:
+            ratio = f"**{row['vs_openbao']:.2f}×** ({', '.join(f'{x:.2f}' for x in row['vs_openbao_rounds'])})"
         lines.append(
             f"| {row['system']} | {op} | {row['connections']} | {row['rate']:,} | {row['p50_ms']} | {row['p99_ms']} | "
-            f"{row['errors']} | {row.get('server_cpu', '')} | {row.get('generator_cpu', '')} |"
+            f"{row['errors']} | {row.get('server_cpu', '')} | {row.get('generator_cpu', '')} | {rounds} | {ratio} |"
         )
     for row in r.get("registrations", []):
         lines.append(
-            f"| {row['system']} | registrations ({row['seconds']} s) | {row['concurrency']} | {row['rate']:,} | | | | | |"
+            f"| {row['system']} | registrations ({row['seconds']} s) | {row['concurrency']} | {row['rate']:,} | | | | | | | |"
         )
     lat = r.get("latency_ms", {})
     if lat:
