@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.fs.mounts import Mount
+from tests.serverproc import cli
 
 
 def test_write_read_at_any_offset(vol: Mount) -> None:
@@ -90,8 +91,6 @@ def test_directories_replaced_under_the_same_name(vol: Mount) -> None:
     """A directory removed or renamed away and another put in its place has a new tweak: names
     created in it afterwards must be encrypted under the new one (the daemon caches tweaks), so
     they still list after a restart (which reads every tweak from disk) and fsck finds nothing."""
-    from tests.serverproc import cli
-
     m = vol.mnt
     (m / "a").mkdir()
     (m / "a" / "x").write_text("old")

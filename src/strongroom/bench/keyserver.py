@@ -207,7 +207,7 @@ def interleaved(report: Report, drivers: list[Driver], conns_list: tuple[int, ..
                         continue
                     try:
                         runs[d.name].append(d.drive(label, conns, seconds))
-                    except Exception as e:  # a broken peer is reported, not fatal; our own failure is
+                    except Exception as e:  # noqa: BLE001 - a broken peer is reported and dropped; our own failure stops the suite
                         if isinstance(d, _StrongroomLoad):
                             raise
                         report.missing.append(f"{d.name}: {type(e).__name__}: {str(e)[:300]}")
@@ -286,18 +286,6 @@ def bench_pykmip(report: Report, root: Path, seconds: float, bin_dir: Path, quic
         k.stop()
 
 
-def print_table(report: Report) -> None:
-    print("\n| system | operation | clients | rate /s | p50 ms | p99 ms | errors | server cores | wrk cores |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in report.load:
-        print(
-            f"| {r['system']} | {r['label'].split(' ', 1)[1]} | {r['connections']} | {r['rate']} | {r['p50_ms']} | "
-            f"{r['p99_ms']} | {r['errors']} | {r.get('server_cpu', '')} | {r.get('generator_cpu', '')} |"
-        )
-    for r in report.registrations:
-        print(f"| {r['system']} | registrations ({r['seconds']} s) | {r['concurrency']} | {r['rate']} | | | | | |")
-
-
 def run(quick: bool = False, seconds: float | None = None, with_peers: bool = True, progress: Any = print) -> dict[str, Any]:
     """The whole key-server suite; returns the report as a dict (what --out writes)."""
     seconds = seconds if seconds is not None else (1 if quick else 10)
@@ -306,7 +294,7 @@ def run(quick: bool = False, seconds: float | None = None, with_peers: bool = Tr
     if not load.wrk_available():
         raise RuntimeError("wrk is missing: install it with 'apt-get install wrk' (scripts/install.sh does)")
     with tempfile.TemporaryDirectory(prefix="strongroom-bench-") as tmp:
-        root = Path(tempfile.mkdtemp(dir=tmp))
+        root = Path(tmp)
         progress("strongroom")
         # One worker: with the writer process beside it that is one busy process per core; two
         # workers measured 25-35 % slower on 2 cores (alternating runs, docs/BENCHMARKS.md).
@@ -367,10 +355,9 @@ def main(argv: list[str] | None = None) -> int:
         result = run(args.quick, 2 if args.quick else args.seconds, not args.no_peers)
     except RuntimeError as e:
         raise SystemExit(str(e)) from None
-    report = Report(**result)
-    print_table(report)
-    for m in report.missing:
-        print(f"MISSING: {m}")
+    from strongroom.bench.report import keyserver_table
+
+    print("\n" + keyserver_table(result))  # its MISSING lines included
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"results in {args.out}")

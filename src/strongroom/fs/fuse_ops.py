@@ -223,7 +223,7 @@ class VolumeOps:
                 return 0
         return st.st_size
 
-    def stat(self, path: str, fh: int | None = None) -> tuple[os.stat_result, int]:
+    def plain_stat(self, path: str, fh: int | None = None) -> tuple[os.stat_result, int]:
         """(the lower entry's stat, the plaintext size) of a path or an open file: what getattr
         reports, in the form the mount packs straight into libfuse's struct stat."""
         if fh is None and path != "/":
@@ -254,7 +254,7 @@ class VolumeOps:
         }
 
     def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:
-        return self.attrs(*self.stat(path, fh))
+        return self.attrs(*self.plain_stat(path, fh))
 
     def access(self, path: str, amode: int) -> int:
         self._check(path, write=bool(amode & os.W_OK))
@@ -354,7 +354,7 @@ class VolumeOps:
         return [(".", lower_dir, here.st_ino, here.st_mode), ("..", parent, up.st_ino, up.st_mode), *out]
 
     def entry_stat(self, lower: str) -> tuple[os.stat_result, int] | None:
-        """A listed entry's (lower stat, plaintext size), as stat gives them; None if it is gone since."""
+        """A listed entry's (lower stat, plaintext size), as plain_stat gives them; None if it is gone since."""
         try:
             st = os.lstat(lower)
         except FileNotFoundError:

@@ -182,16 +182,15 @@ def _stat_packer() -> StatPacker | None:
             ]
     except (AttributeError, KeyError, TypeError):
         return None
+    if [o for o, _ in slots] != sorted(o for o, _ in slots):  # pack() passes values in this order
+        return None
     fmt, pos = "=", 0
-    for offset, c in sorted(slots):
-        if offset < pos:
+    for offset, c in slots:
+        if offset < pos:  # overlapping fields: not the layout this was written for
             return None
         fmt += "x" * (offset - pos) + c
         pos = offset + struct.calcsize("=" + c)
     layout = struct.Struct(fmt + "x" * (ctypes.sizeof(c_stat) - pos))
-    order = [o for o, _ in slots]
-    if sorted(order) != order:  # the fields above must be listed in memory order
-        return None
     pack_into = layout.pack_into
     billion = 1_000_000_000
 
@@ -280,7 +279,7 @@ def _fuse_class() -> Any:
         def getattr_fuse_3(self, path: bytes | None, buf: Any, fip: Any) -> int:
             if pack_stat is None:
                 return int(super().getattr_fuse_3(path, buf, fip))
-            st, size = self.operations.stat(
+            st, size = self.operations.plain_stat(
                 None if path is None else path.decode(self.encoding, self.errors), fip.contents.fh if fip else None
             )
             pack_stat(buf.contents, st, size)
