@@ -10,15 +10,21 @@ from strongroom.client import Client
 from tests.serverproc import Deployment, cli
 
 
+# long enough that random ciphertext never contains them by chance (a three-byte b"one" did, in CI)
+ONE = b"first version of k1, plaintext marker"
+TWO = b"second version of k1, plaintext marker"
+SHARED = b"shared with group g, plaintext marker"
+
+
 def test_backup_restore_round_trip(running: Deployment, tmp_path: Path) -> None:
     a = running.register("a")
     b = running.register("b")
     running.admin().create_group("default", "g")
     running.admin().change_group("default", "g", add=[b.client_id])
-    a.put("k1", b"one")
-    a.put("k1", b"two")
-    a.put("shared", b"for b", readers=["group:g"], max_retrievals=3)
-    assert b.get("shared", owner=a.client_id) == b"for b"
+    a.put("k1", ONE)
+    a.put("k1", TWO)
+    a.put("shared", SHARED, readers=["group:g"], max_retrievals=3)
+    assert b.get("shared", owner=a.client_id) == SHARED
     running.admin().rotate_master_key()
 
     # keep writing while the backup runs: it must still be a consistent snapshot
@@ -48,7 +54,8 @@ def test_backup_restore_round_trip(running: Deployment, tmp_path: Path) -> None:
     t.join()
     assert r.returncode == 0, r.stderr
     assert out.stat().st_mode & 0o077 == 0
-    assert b"one" not in out.read_bytes() and b"for b" not in out.read_bytes()
+    backup = out.read_bytes()
+    assert ONE not in backup and TWO not in backup and SHARED not in backup
 
     restored = tmp_path / "restored"
     r = cli("server", "restore", "--data", str(restored), "--in", str(out), "--passphrase-file", str(running.pwfile), "--json")
@@ -62,8 +69,8 @@ def test_backup_restore_round_trip(running: Deployment, tmp_path: Path) -> None:
     try:
         a2 = Client([s.url], a.client_id, a._identity, restored / "tls" / "ca.pem")
         b2 = Client([s.url], b.client_id, b._identity, restored / "tls" / "ca.pem")
-        assert a2.get("k1") == b"two" and a2.get("k1", version=1) == b"one"
-        assert b2.get("shared", owner=a.client_id) == b"for b"
+        assert a2.get("k1") == TWO and a2.get("k1", version=1) == ONE
+        assert b2.get("shared", owner=a.client_id) == SHARED
         assert {d["name"] for d in a2.list()} >= {"k1", "shared"}
         assert [d["retrievals"] for d in a2.list() if d["name"] == "shared"] == [2]  # one before the backup, one now
         a2.put("after-restore", b"new")
