@@ -9,7 +9,6 @@ from pathlib import Path
 from strongroom.client import Client
 from tests.serverproc import Deployment, cli
 
-
 # long enough that random ciphertext never contains them by chance (a three-byte b"one" did, in CI)
 ONE = b"first version of k1, plaintext marker"
 TWO = b"second version of k1, plaintext marker"
