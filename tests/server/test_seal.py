@@ -21,19 +21,23 @@ def _eventually(check: Callable[[], bool], timeout: float = 10) -> None:
         time.sleep(0.1)
 
 
+def _sealed(probe: Callable[[], object]) -> bool:
+    try:
+        probe()
+    except NotFound:  # before the put: unsealed all the same
+        return False
+    except Sealed:
+        return True
+    return False
+
+
 def _all_workers(c: Client, expect_sealed: bool, tries: int = 12) -> bool:
-    """Fresh connections land on either worker: every one must agree."""
+    """Fresh connections land on either worker: every one must agree. A get is answered by the
+    server's writer process, whoami by the worker that holds the connection: both must agree."""
     for _ in range(tries):
         with Client(c.servers, c.client_id, c._identity, c.ca_file) as fresh:
-            try:
-                fresh.get("k")
-                sealed = False
-            except NotFound:  # before the put: unsealed all the same
-                sealed = False
-            except Sealed:
-                sealed = True
-        if sealed != expect_sealed:
-            return False
+            if _sealed(lambda: fresh.get("k")) != expect_sealed or _sealed(fresh.whoami) != expect_sealed:
+                return False
     return True
 
 
@@ -69,6 +73,8 @@ def test_started_sealed_until_unsealed_everywhere(deployment: Deployment) -> Non
     c1 = Client([s1.url], c.client_id, c._identity, deployment.data.ca_file)
     _eventually(lambda: _all_workers(c1, expect_sealed=False))
     c.put("k", b"v")
+    # the admin's kept-alive connection may sit on a worker that fresh connections never reached
+    _eventually(lambda: not _sealed(admin.whoami))
     admin.seal()
     _eventually(lambda: _all_workers(c2, expect_sealed=True) and _all_workers(c1, expect_sealed=True))
     with pytest.raises(Sealed):
