@@ -11,6 +11,7 @@ from strongroom.client import Client, Denied
 from strongroom.client.errors import InvalidRequest
 from strongroom.crypto import reqsig
 from strongroom.crypto.identity import Identity, b64u
+from strongroom.server import storage
 from tests.serverproc import Deployment, tls
 
 
@@ -135,3 +136,65 @@ def test_failover_to_next_server(running: Deployment, tmp_path) -> None:
     c = running.register("fo", urls=[dead, running.url])
     c.put("k", b"v")
     assert c.get("k") == b"v"
+
+
+def test_replay_caught_on_a_hot_route_whatever_the_nonce_format(running: Deployment) -> None:
+    """The replay table is keyed by (timestamp, nonce, client): a replay repeats all three, since
+    the timestamp is signed; a nonce need not start with the time (ours do, for index locality)."""
+    c = running.register()
+    c.put("k", b"value")
+    http = httpx.Client(verify=tls(running.data.ca_file))
+    for nonce in (b64u(b"\x00" * 12), "Z" * 64, c.signed_headers("GET", "/", b"")[reqsig.HEADER_NONCE]):
+        ts = str(int(time.time()))
+        msg = reqsig.string_to_sign("GET", "/v1/deposits/k", "", b"", ts, nonce, c.client_id)
+        headers = {
+            reqsig.HEADER_CLIENT: c.client_id,
+            reqsig.HEADER_TIME: ts,
+            reqsig.HEADER_NONCE: nonce,
+            reqsig.HEADER_SIG: b64u(c._identity.sign(msg)),
+        }
+        first = http.get(running.url + "/v1/deposits/k", headers=headers)
+        assert first.status_code == 200, first.text
+        again = http.get(running.url + "/v1/deposits/k", headers=headers)
+        assert again.status_code == 401 and "replay" in again.json()["message"]
+    assert c.list()[0]["retrievals"] == 3  # the refused replays retrieved nothing
+
+
+def test_replay_table_of_an_earlier_version_is_upgraded_without_losing_a_nonce(deployment: Deployment) -> None:
+    """A database made before the (timestamp, nonce, client) table: the server moves what the old
+    (client, nonce, expires) table remembered at start, so a request seen before still replays."""
+    s = deployment.start()
+    c = deployment.register()
+    seen = httpx.Request("GET", s.url + "/v1/whoami", headers=c.signed_headers("GET", "/v1/whoami", b""))
+    s.stop()
+    store = storage.Store(deployment.db_url)
+    try:
+        with store.read() as tx:  # the old schema, holding the request above as seen
+            tx.run("DROP TABLE seen_nonces")
+            tx.run(
+                "CREATE TABLE nonces (client_id VARCHAR(32), nonce VARCHAR(64), expires FLOAT, PRIMARY KEY (client_id, nonce))"
+            )
+            tx.run(
+                "INSERT INTO nonces (client_id, nonce, expires) VALUES (?, ?, ?)",
+                c.client_id,
+                seen.headers[reqsig.HEADER_NONCE],
+                int(seen.headers[reqsig.HEADER_TIME]) + 2 * reqsig.MAX_SKEW_SECONDS,
+            )
+    finally:
+        store.dispose()
+    s2 = deployment.start()
+    http = httpx.Client(verify=tls(deployment.data.ca_file))
+    seen.url = httpx.URL(s2.url + "/v1/whoami")
+    r = http.send(seen)
+    assert r.status_code == 401 and "replay" in r.json()["message"]
+    fresh = httpx.Request("GET", s2.url + "/v1/whoami", headers=c.signed_headers("GET", "/v1/whoami", b""))
+    assert http.send(fresh).status_code == 200
+    store = storage.Store(deployment.db_url)
+    try:
+        with store.read() as tx:
+            assert tx.value("SELECT COUNT(*) FROM seen_nonces") >= 2
+        from sqlalchemy import inspect
+
+        assert "nonces" not in inspect(store.engine).get_table_names()
+    finally:
+        store.dispose()

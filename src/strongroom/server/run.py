@@ -53,6 +53,14 @@ def derive_unseal_key(data: DataDir, passphrase: str) -> bytes:
         store.dispose()
 
 
+def upgrade_schema(data: DataDir) -> None:
+    store = storage.Store(data.load_config().db_url)
+    try:
+        store.upgrade_schema()
+    finally:
+        store.dispose()  # before forking: no pooled connection crosses into a child
+
+
 def _make_server_class() -> type:
     import asyncio
 
@@ -144,6 +152,7 @@ def serve(data: DataDir, listen: str, workers: int, unseal_key: bytes | None, lo
     if workers < 1:
         raise ValueError("--workers must be at least 1")
     tls.server_context(data.tls)  # fail in the parent, with one message, on bad TLS files
+    upgrade_schema(data)
     sock = bind(listen)
     listener, writer_path = _writer_socket() if os.environ.get("STRONGROOM_NO_WRITER") != "1" else (None, None)
     children: dict[int, tuple[str, float]] = {}

@@ -277,10 +277,10 @@ class Service:
             raise Refused(Denied(f"this client is {client.status}"))
         # A nonce seen before inserts nothing (no savepoint and no error to unwind per request).
         fresh = tx.run(
-            "INSERT INTO nonces (client_id, nonce, expires) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-            client_id,
+            "INSERT INTO seen_nonces (ts, nonce, client_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+            ts,
             nonce,
-            ts + 2 * reqsig.MAX_SKEW_SECONDS,
+            client_id,
         )
         if fresh != 1:
             raise Unauthorized("replayed request (nonce already used)")
