@@ -22,6 +22,7 @@ from typing import Any
 from strongroom.server import barrier as barrier_mod
 from strongroom.server import storage, tls
 from strongroom.server.datadir import DataDir
+from strongroom.server.errors import StorageUnavailable
 
 log = logging.getLogger("strongroom.server")
 
@@ -152,7 +153,10 @@ def serve(data: DataDir, listen: str, workers: int, unseal_key: bytes | None, lo
     if workers < 1:
         raise ValueError("--workers must be at least 1")
     tls.server_context(data.tls)  # fail in the parent, with one message, on bad TLS files
-    upgrade_schema(data)
+    try:
+        upgrade_schema(data)
+    except StorageUnavailable as e:  # serve anyway: requests answer 503 until the database is back
+        print(f"strongroom: warning: could not check the database schema at start ({e})", file=sys.stderr)
     sock = bind(listen)
     listener, writer_path = _writer_socket() if os.environ.get("STRONGROOM_NO_WRITER") != "1" else (None, None)
     children: dict[int, tuple[str, float]] = {}

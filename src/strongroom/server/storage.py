@@ -40,6 +40,7 @@ from sqlalchemy.engine import Engine
 from strongroom.server.errors import StorageUnavailable
 
 SCHEMA_VERSION = "1"
+NONCE_MEMORY_SECONDS = 600  # a seen request is remembered for twice the signature's 300-second window
 
 metadata = MetaData()
 
@@ -355,12 +356,13 @@ class Store:
                 with self.wrap_errors():
                     seen_nonces.create(self.engine, checkfirst=True)
                     if "nonces" in names:
-                        # the old table kept (client, nonce, expires = timestamp + 600): lossless
+                        # the old table kept (client, nonce, expires = timestamp + 600 s): lossless
                         with self.read() as tx:
                             tx.run(
                                 "INSERT INTO seen_nonces (ts, nonce, client_id) "
-                                "SELECT CAST(expires AS BIGINT) - 600, nonce, client_id FROM nonces WHERE true "
-                                "ON CONFLICT DO NOTHING"
+                                "SELECT CAST(expires AS BIGINT) - ?, nonce, client_id FROM nonces WHERE true "
+                                "ON CONFLICT DO NOTHING",
+                                NONCE_MEMORY_SECONDS,
                             )
                             tx.run("DROP TABLE IF EXISTS nonces")
             except (DBAPIError, StorageUnavailable):
