@@ -14,7 +14,7 @@ import logging
 import os
 import time
 
-from strongroom.crypto import aead, reqsig, sealedbox
+from strongroom.crypto import aead, sealedbox
 from strongroom.crypto.identity import b64u
 from strongroom.server import barrier as barrier_mod
 from strongroom.server import storage as st
@@ -95,5 +95,5 @@ class NodeAgent:
                     "DELETE FROM grants WHERE epoch <> ? OR node_id IN (SELECT id FROM nodes WHERE heartbeat < ?)", epoch, stale
                 )
                 tx.run("DELETE FROM nodes WHERE heartbeat < ?", stale)
-                # twice the signature window: a request this old is refused for its timestamp alone
-                tx.run("DELETE FROM seen_nonces WHERE ts < ?", int(now) - 2 * reqsig.MAX_SKEW_SECONDS)
+                # a request this old is refused for its timestamp alone
+                tx.run("DELETE FROM seen_nonces WHERE ts < ?", int(now) - st.NONCE_MEMORY_SECONDS)

@@ -37,10 +37,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Engine
 
+from strongroom.crypto import reqsig
 from strongroom.server.errors import StorageUnavailable
 
 SCHEMA_VERSION = "1"
-NONCE_MEMORY_SECONDS = 600  # a seen request is remembered for twice the signature's 300-second window
+NONCE_MEMORY_SECONDS = 2 * reqsig.MAX_SKEW_SECONDS  # a seen request is remembered for twice the signature window
 
 metadata = MetaData()
 
