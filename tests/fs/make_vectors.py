@@ -43,6 +43,11 @@ def main() -> None:
         "config": cfg_json,
         "keys_hex": {"kek": vk.kek.hex(), "names": vk.names.hex(), "xattr-names": vk.xattr_names.hex()},
         "root_diriv_hex": diriv.hex(),
+        "derived_tweak": {
+            "parent_hex": diriv.hex(),
+            "lower_name": nc.lower_name(short, diriv)[0],
+            "tweak_hex": names.derived_diriv(diriv, nc.lower_name(short, diriv)[0]).hex(),
+        },
         "file": {"plaintext_hex": plain.hex(), "lower_hex": lower.hex()},
         "names": [
             {"plaintext": short.decode(), "lower": nc.lower_name(short, diriv)[0], "sidecar": None},

@@ -7,7 +7,9 @@ import base64
 import hashlib
 import hmac
 import json
+import os
 import struct
+from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, AESSIV
@@ -85,6 +87,47 @@ def decrypt_name(lower_name: str, name_key: bytes, diriv: bytes, sidecar: str | 
         assert sidecar is not None and lower_name == "strongroom.longname." + b64u(hashlib.sha256(sidecar.encode()).digest())
         e = sidecar
     return AESSIV(name_key).decrypt(unb64u(e), [b"strongroom/v1/name\x00" + diriv])
+
+
+def derive_tweak(parent_tweak: bytes, lower_name: str) -> bytes:
+    """§6, version 2."""
+    return hashlib.sha256(b"strongroom/v2/tweak\x00" + parent_tweak + lower_name.encode()).digest()[:16]
+
+
+def directory_tweak(lower_dir: Path, parent_tweak: bytes | None, version: int) -> bytes:
+    """§6: the stored tweak, or (version 2, below the root) the one derived from the parent's."""
+    stored = lower_dir / "strongroom.diriv"
+    if stored.exists() or parent_tweak is None or version < 2:
+        return stored.read_bytes()
+    return derive_tweak(parent_tweak, lower_dir.name)
+
+
+def read_tree(volume: Path, passphrase: str) -> dict[str, bytes | None]:
+    """§3-§6: every plaintext path of a volume -> the file's plaintext (None for a directory,
+    b"-> " + target for a symlink)."""
+    config = json.loads((volume / "strongroom.volume.json").read_text())
+    keys = unlock(config, passphrase)
+    out: dict[str, bytes | None] = {}
+
+    def walk(lower: Path, plain: str, parent_tweak: bytes | None) -> None:
+        tweak = directory_tweak(lower, parent_tweak, config["version"])
+        for entry in sorted(lower.iterdir()):
+            n = entry.name
+            if n.startswith("strongroom.") and not (n.startswith("strongroom.longname.") and not n.endswith(".name")):
+                continue
+            sidecar = (lower / (n + ".name")).read_text() if n.startswith("strongroom.longname.") else None
+            path = plain + "/" + decrypt_name(n, keys["names"], tweak, sidecar).decode()
+            if entry.is_symlink():
+                raw = os.readlink(entry)
+                out[path] = b"-> " + decrypt_file(unb64u(raw), keys["kek"], keys["volume_id"])
+            elif entry.is_dir():
+                out[path] = None
+                walk(entry, path, tweak)
+            else:
+                out[path] = decrypt_file(entry.read_bytes(), keys["kek"], keys["volume_id"])
+
+    walk(volume, "", None)
+    return out
 
 
 def decrypt_xattr(lower_name: str, value: bytes, keys: dict[str, bytes]) -> tuple[str, bytes]:

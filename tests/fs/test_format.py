@@ -103,8 +103,11 @@ def test_config_tampering_is_refused() -> None:
     with pytest.raises(config.ConfigError, match="do not open"):
         config.VolumeConfig.from_json(bad).unlock_passphrase(V["passphrase"])
     bad = json.loads(json.dumps(V["config"]))
-    bad["version"] = 2
-    with pytest.raises(config.ConfigError, match="version 2"):
+    bad["version"] = 3
+    with pytest.raises(config.ConfigError, match="version 3; this Strongroom reads versions 1 and 2"):
         config.VolumeConfig.from_json(bad)
+    bad["version"] = 2  # the vectors' volume is version 1: the version is a parameter params_mac covers
+    with pytest.raises(config.ConfigError, match="parameters were changed"):
+        config.VolumeConfig.from_json(bad).unlock_passphrase(V["passphrase"])
     with pytest.raises(config.ConfigError, match="corrupt"):
         config.VolumeConfig.from_json({"format": "strongroom-volume", "version": 1})

@@ -332,6 +332,7 @@ def fs_mount(
                 attr_timeout=attr_timeout,
                 report_to=report_to,
                 acl_timeout=acl_timeout,
+                derived_tweaks=cfg.derived_tweaks,
             )
         except mount.MountError as e:
             raise CliError(str(e)) from None
@@ -367,6 +368,7 @@ def fs_mount(
             attr_timeout=attr_timeout,
             report_to=report_to,
             acl_timeout=acl_timeout,
+            derived_tweaks=cfg.derived_tweaks,
         )
     except BaseException as e:  # noqa: BLE001 - reported through the pipe, the daemon then leaves
         try:
@@ -432,7 +434,7 @@ def fs_fsck(volume: Path, passphrase_file: Path | None, profile: Path | None, se
         raise CliError(f"cannot check: {e}", code=2) from None
     except Exception as e:  # noqa: BLE001 - a key server or profile failure: could not check
         raise CliError(f"cannot check: {type(e).__name__}: {e}", code=2) from None
-    report = Checker(volume, keys, cfg.long_name_max).run()
+    report = Checker(volume, keys, cfg.long_name_max, cfg.derived_tweaks).run()
     out = {
         "volume": str(volume),
         "directories": report.directories,
@@ -468,7 +470,7 @@ def fs_cat(target: str, passphrase_file: Path | None, profile: Path | None, serv
     Example:
       strongroom fs cat /srv/vault/reports/q3.txt --passphrase-file pw > q3.txt
     """
-    from strongroom.fs.config import CONFIG
+    from strongroom.fs.config import CONFIG, ConfigError, VolumeConfig
     from strongroom.fs.fuse_ops import VolumeOps
 
     parts = Path(target).absolute().parts
@@ -481,7 +483,11 @@ def fs_cat(target: str, passphrase_file: Path | None, profile: Path | None, serv
     inner = "/" + "/".join(parts[cut:])
     if inner == "/":
         raise CliError("give a file inside the volume: DIR/PATH")
-    ops = VolumeOps(str(root), _volume_keys(root, passphrase_file, profile), read_only=True)
+    try:
+        cfg = VolumeConfig.load(root)
+    except ConfigError as e:
+        raise CliError(str(e), code=2) from None
+    ops = VolumeOps(str(root), _volume_keys(root, passphrase_file, profile), cfg.long_name_max, True, cfg.derived_tweaks)
     try:
         fh = ops.open(inner, os.O_RDONLY)
     except OSError as e:

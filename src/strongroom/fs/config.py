@@ -20,7 +20,8 @@ from strongroom.fs.names import LONG_NAME_MAX, b64u, unb64u
 
 CONFIG = "strongroom.volume.json"
 FORMAT = "strongroom-volume"
-VERSION = 1
+VERSION = 2  # what new volumes are written as
+READABLE = (1, 2)  # version 1: every directory stores its tweak (docs/FORMAT.md §6)
 
 
 class ConfigError(Exception):
@@ -85,6 +86,12 @@ class VolumeConfig:
     params_mac: bytes = b""
     long_name_max: int = LONG_NAME_MAX
     extra: dict[str, Any] = field(default_factory=dict)
+    version: int = VERSION
+
+    @property
+    def derived_tweaks(self) -> bool:
+        """Whether directories made on this volume derive their tweak instead of storing one."""
+        return self.version >= 2
 
     # -- creating and storing ------------------------------------------------------------
     @classmethod
@@ -96,7 +103,7 @@ class VolumeConfig:
     def to_json(self) -> dict[str, Any]:
         return {
             "format": FORMAT,
-            "version": VERSION,
+            "version": self.version,
             "volume_id": b64u(self.volume_id),
             "cipher": "AES-256-GCM",
             "block_size": 4096,
@@ -131,8 +138,9 @@ class VolumeConfig:
         try:
             if raw["format"] != FORMAT:
                 raise ConfigError(f"{where} is not a Strongroom volume config")
-            if raw["version"] != VERSION:
-                raise ConfigError(f"{where} has format version {raw['version']}; this Strongroom reads version {VERSION}")
+            if raw["version"] not in READABLE:
+                versions = " and ".join(map(str, READABLE))
+                raise ConfigError(f"{where} has format version {raw['version']}; this Strongroom reads versions {versions}")
             if raw["cipher"] != "AES-256-GCM" or raw["block_size"] != 4096 or raw["names"] != "AES-256-SIV":
                 raise ConfigError(f"{where} names parameters this Strongroom does not support")
             sources = list(raw["key_sources"])
@@ -156,6 +164,7 @@ class VolumeConfig:
                 wrapped={k: unb64u(v) for k, v in dict(raw["wrapped"]).items()},
                 params_mac=unb64u(raw["params_mac"]),
                 long_name_max=int(raw["long_name_max"]),
+                version=int(raw["version"]),
                 extra={k: v for k, v in raw.items() if k not in known},
             )
         except ConfigError:

@@ -41,8 +41,9 @@ class Report:
 
 
 class Checker:
-    def __init__(self, volume: Path, keys: VolumeKeys, long_name_max: int) -> None:
+    def __init__(self, volume: Path, keys: VolumeKeys, long_name_max: int, derived_tweaks: bool = True) -> None:
         self.volume = volume
+        self.derived_tweaks = derived_tweaks  # format version 2 (FORMAT.md §6)
         self.keys = keys
         self.names = names.NameCipher(keys.names, long_name_max)
         self.xattrs = XattrCipher(keys.xattr_names, keys.xattr_values)
@@ -52,14 +53,19 @@ class Checker:
         self.report.problems.append(Problem(str(lower.relative_to(self.volume)), plain, what, damage))
 
     def run(self) -> Report:
-        self._directory(self.volume, "/")
+        self._directory(self.volume, "/", None)
         return self.report
 
-    def _directory(self, lower: Path, plain: str) -> None:
+    def _directory(self, lower: Path, plain: str, parent_iv: bytes | None) -> None:
         self.report.directories += 1
         self._attributes(lower, plain)
         try:
             iv = (lower / names.DIRIV).read_bytes()
+        except FileNotFoundError as e:
+            if parent_iv is None or not self.derived_tweaks:  # the root, or a version-1 volume
+                self._problem(lower, plain, f"directory tweak unreadable ({e.strerror}): no name in it can be read")
+                return
+            iv = names.derived_diriv(parent_iv, lower.name)
         except OSError as e:
             self._problem(lower, plain, f"directory tweak unreadable ({e.strerror}): no name in it can be read")
             return
@@ -84,7 +90,7 @@ class Checker:
             if path.is_symlink():
                 self._symlink(path, child)
             elif path.is_dir():
-                self._directory(path, child or "?")
+                self._directory(path, child or "?", iv)
             elif path.is_file():
                 self._file(path, child)
 

@@ -74,11 +74,18 @@ class VolumeOps:
     use_ns = True
 
     def __init__(
-        self, lower_root: str, keys: VolumeKeys, long_name_max: int = names.LONG_NAME_MAX, read_only: bool = False
+        self,
+        lower_root: str,
+        keys: VolumeKeys,
+        long_name_max: int = names.LONG_NAME_MAX,
+        read_only: bool = False,
+        derived_tweaks: bool = True,
     ) -> None:
         self.root = os.path.abspath(lower_root)
         self.keys = keys
         self.read_only = read_only
+        # Format version 2: a new directory's tweak is derived, not stored (FORMAT.md §6).
+        self.derived_tweaks = derived_tweaks
         self.names = names.NameCipher(keys.names, long_name_max)
         self.xattrs = XattrCipher(keys.xattr_names, keys.xattr_values)
         self._lock = threading.Lock()  # guards the tables below
@@ -113,29 +120,37 @@ class VolumeOps:
     # a directory rename drops them all.  (A cache of whole paths had to be cleared at every
     # rmdir, after which each request re-read the tweak of every directory on its path: ~100 us
     # per request at depth 4, most of rm -rf's time.)
-    def _read_diriv(self, lower_dir: str) -> bytes:
+    def _stored_diriv(self, lower_dir: str) -> bytes | None:
+        """The tweak stored in a directory, None if it stores none."""
         try:
             with open(os.path.join(lower_dir, names.DIRIV), "rb") as f:
                 iv = f.read()
         except FileNotFoundError:
-            raise _err(errno.EIO) from None
+            return None
         if len(iv) != names.DIRIV_BYTES:
             self._damage(lower_dir, None, "directory tweak is damaged")
             raise _err(errno.EIO)
         return iv
 
     def _dir(self, path: str) -> tuple[str, bytes]:
-        """(lower path, tweak) of a plaintext directory."""
+        """(lower path, tweak) of a plaintext directory: its stored tweak if it has one (the root,
+        a directory that was moved, every directory of a version-1 volume), else the one derived
+        from its parent's tweak and its lower name."""
         hit = self._dirs.get(path)
         if hit is not None:
             return hit  # type: ignore[no-any-return]
         gen = self._dirs_gen
+        parent_iv = None
         if path in ("/", ""):
             path, lower = "/", self.root
         else:
-            lower_parent, name, _ = self._entry(path)
+            lower_parent, parent_iv, name, _ = self._locate(path)
             lower = os.path.join(lower_parent, name)
-        iv = self._read_diriv(lower)
+        iv = self._stored_diriv(lower)
+        if iv is None:
+            if parent_iv is None or not self.derived_tweaks:
+                raise _err(errno.EIO)
+            iv = names.derived_diriv(parent_iv, name)
         with self._lock:
             if gen == self._dirs_gen:  # no rmdir or rename since the tweak was read
                 self._dirs.put(path, (lower, iv))
@@ -143,6 +158,11 @@ class VolumeOps:
 
     def _entry(self, path: str) -> tuple[str, str, str | None]:
         """(lower parent dir, lower entry name, full encrypted name if long) of a plaintext path."""
+        lower_parent, _, name, full = self._locate(path)
+        return lower_parent, name, full
+
+    def _locate(self, path: str) -> tuple[str, bytes, str, str | None]:
+        """(lower parent dir, its tweak, lower entry name, full encrypted name if long)."""
         parent, _, leaf = path.rstrip("/").rpartition("/")
         lower_parent, iv = self._dir(parent or "/")
         key = (iv, leaf)
@@ -154,7 +174,7 @@ class VolumeOps:
                 raise _err(errno.ENAMETOOLONG if len(os.fsencode(leaf)) > 255 else errno.EINVAL) from None
             with self._lock:
                 self._names.put(key, hit)
-        return lower_parent, hit[0], hit[1]
+        return lower_parent, iv, hit[0], hit[1]
 
     def _lower(self, path: str) -> str:
         if path in ("/", ""):
@@ -370,12 +390,19 @@ class VolumeOps:
     def mkdir(self, path: str, mode: int) -> int:
         self._check(path, write=True)
         self._writable()
-        lower_parent, name = self._new_entry(path)
+        lower_parent, parent_iv, name, full = self._locate(path)
+        if full is not None:
+            self._write_sidecar(lower_parent, name, full)
         lower = os.path.join(lower_parent, name)
-        os.mkdir(lower, mode | 0o300)  # the daemon must be able to write the tweak
-        iv = write_diriv(lower)  # durable before anything is created inside
-        if mode & 0o300 != 0o300:
-            os.chmod(lower, mode)
+        if self.derived_tweaks:
+            # The tweak is a function of the parent's and this entry's name: durable with the entry.
+            os.mkdir(lower, mode)
+            iv = names.derived_diriv(parent_iv, name)
+        else:
+            os.mkdir(lower, mode | 0o300)  # the daemon must be able to write the tweak
+            iv = write_diriv(lower)  # durable before anything is created inside
+            if mode & 0o300 != 0o300:
+                os.chmod(lower, mode)
         self._forget_dirs(path)
         with self._lock:
             self._dirs.put(path, (lower, iv))
@@ -386,15 +413,23 @@ class VolumeOps:
         self._writable()
         lower_parent, name, _ = self._entry(path)
         lower = os.path.join(lower_parent, name)
-        left = [n for n in os.listdir(lower) if n != names.DIRIV]
-        if left:
-            raise _err(errno.ENOTEMPTY)
-        os.unlink(os.path.join(lower, names.DIRIV))
         try:
-            os.rmdir(lower)
-        except OSError:
-            write_diriv(lower)  # put the tweak back (a new one): the directory stays usable
-            raise
+            try:
+                os.rmdir(lower)
+            except OSError as e:
+                if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+                # A stored tweak is the only lower entry an empty plaintext directory may hold.
+                if [n for n in os.listdir(lower) if n != names.DIRIV]:
+                    raise _err(errno.ENOTEMPTY) from None
+                iv = self._stored_diriv(lower)
+                os.unlink(os.path.join(lower, names.DIRIV))
+                try:
+                    os.rmdir(lower)
+                except OSError:
+                    if iv is not None:
+                        write_diriv(lower, iv)  # put the same tweak back: the directory stays usable
+                    raise
         finally:
             self._forget_dirs(path)
         self._remove_sidecar(lower_parent, name)
@@ -422,6 +457,8 @@ class VolumeOps:
         old_lower = os.path.join(old_parent, old_name)
         moves_dir = stat.S_ISDIR(os.lstat(old_lower).st_mode)
         new_lower = os.path.join(new_parent, new_name)
+        if moves_dir and (old_parent, old_name) != (new_parent, new_name):
+            self._keep_tweak(old, old_lower)
         try:
             try:
                 os.rename(old_lower, new_lower)
@@ -439,6 +476,22 @@ class VolumeOps:
         if (old_parent, old_name) != (new_parent, new_name):
             self._remove_sidecar(old_parent, old_name)
         return 0
+
+    def _keep_tweak(self, path: str, lower: str) -> None:
+        """Before a directory moves: a derived tweak would change with its name, so it is stored
+        in the directory (durably) first, and every name inside stays readable."""
+        if self._stored_diriv(lower) is not None:
+            return
+        iv = self._dir(path)[1]
+        try:
+            write_diriv(lower, iv)
+        except PermissionError:  # a directory without owner write access (a daemon not run as root)
+            mode = stat.S_IMODE(os.lstat(lower).st_mode)
+            os.chmod(lower, mode | 0o300)
+            try:
+                write_diriv(lower, iv)
+            finally:
+                os.chmod(lower, mode)
 
     def link(self, target: str, source: str) -> int:
         """ln SOURCE TARGET."""

@@ -379,6 +379,7 @@ def run(
     attr_timeout: float = TIMEOUT,
     report_to: Callable[[], Any] | None = None,
     acl_timeout: float = ACL_TIMEOUT,
+    derived_tweaks: bool = True,
 ) -> None:
     """Serve the mount in this process until it is unmounted or SIGTERM/SIGINT arrives."""
     from strongroom.fs import acl
@@ -389,7 +390,7 @@ def run(
         raise MountError(f"{volume} is already mounted at {where}")
     if mounted_at(mountpoint) is not None:
         raise MountError(f"something is already mounted at {mountpoint}")
-    ops = _Ops(str(volume), keys, long_name_max, read_only)
+    ops = _Ops(str(volume), keys, long_name_max, read_only, derived_tweaks)
     ops.on_mounted = on_mounted
     ops.mountpoint = os.path.realpath(mountpoint)
     ops.attr_timeout = attr_timeout

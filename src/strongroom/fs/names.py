@@ -17,6 +17,7 @@ LONG_SUFFIX = ".name"
 RESERVED = "strongroom."
 LONG_NAME_MAX = 175
 NAME_AD = b"strongroom/v1/name\x00"
+TWEAK_PREFIX = b"strongroom/v2/tweak\x00"
 
 
 class BadName(Exception):
@@ -36,6 +37,12 @@ def unb64u(text: str) -> bytes:
 
 def new_diriv() -> bytes:
     return os.urandom(DIRIV_BYTES)
+
+
+def derived_diriv(parent: bytes, lower_name: str) -> bytes:
+    """The tweak of a directory without a stored one (format version 2): a function of its
+    parent's tweak and its own lower name, so it is durable the moment its entry is."""
+    return hashlib.sha256(TWEAK_PREFIX + parent + lower_name.encode()).digest()[:DIRIV_BYTES]
 
 
 def check_plain(name: bytes) -> None:

@@ -11,10 +11,11 @@ from typing import Any
 from strongroom.fs import config, durable, keys, names
 
 
-def write_diriv(directory: str | os.PathLike[str]) -> bytes:
-    """A directory's tweak, durable before anything is created in the directory: written with
-    O_DSYNC, then the directory fsync'd so its entry is durable too."""
-    iv = names.new_diriv()
+def write_diriv(directory: str | os.PathLike[str], iv: bytes | None = None) -> bytes:
+    """Store a directory's tweak (``iv``, or a new random one), durable before anything is created
+    in the directory or the directory is moved: written with O_DSYNC, then the directory fsync'd
+    so its entry is durable too."""
+    iv = names.new_diriv() if iv is None else iv
     path = os.path.join(directory, names.DIRIV)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_DSYNC, 0o400)
     try:
