@@ -79,15 +79,7 @@ class _Ops(VolumeOps):
     mountpoint = ""
     attr_timeout = TIMEOUT
     entry_timeout = TIMEOUT
-    max_write = MAX_WRITE
     served = False
-
-    def mounted(self) -> None:
-        """The kernel has sent INIT: the mount is up."""
-        self.served = True
-        threading.Thread(target=_raise_readahead, args=(self.mountpoint,), daemon=True).start()
-        if self.on_mounted is not None:
-            self.on_mounted()
 
     def init_with_config(self, conn: Any, config: Any) -> None:
         if conn is not None:
@@ -105,7 +97,10 @@ class _Ops(VolumeOps):
             config.attr_timeout = self.attr_timeout
             config.negative_timeout = self.entry_timeout
             config.use_ino = 1
-        self.mounted()
+        self.served = True
+        threading.Thread(target=_raise_readahead, args=(self.mountpoint,), daemon=True).start()
+        if self.on_mounted is not None:
+            self.on_mounted()
 
 
 def _tune_malloc() -> None:
@@ -396,9 +391,6 @@ def run(
     if mounted_at(mountpoint) is not None:
         raise MountError(f"something is already mounted at {mountpoint}")
     ops = _Ops(str(volume), keys, long_name_max, read_only, derived_tweaks)
-    # The low-level front end (lowlevel.py) unless STRONGROOM_FS_HIGH_LEVEL=1 (mfusepy's path-based
-    # API, kept for A/B runs).
-    low_level = os.environ.get("STRONGROOM_FS_HIGH_LEVEL") != "1"
     ops.on_mounted = on_mounted
     ops.mountpoint = os.path.realpath(mountpoint)
     ops.attr_timeout = attr_timeout
@@ -420,7 +412,7 @@ def run(
             reporter = DenialReporter(vid, report_to, learn.parent / f"acl-{vid}.spool.jsonl")
         ops.acl = acl.Enforcer(volume, keys.rules_mac, learn, reporter)
         ops.plus_listings = False
-        ops.context = None if low_level else _request_context()
+        ops.context = _request_context()
         # The kernel answers cached lookups and attributes without asking the daemon: on a volume
         # with access rules they are cached for acl_timeout at most (0: every one is checked).
         ops.attr_timeout = min(attr_timeout, acl_timeout)
@@ -437,20 +429,7 @@ def run(
     logging.getLogger("mfusepy").setLevel(logging.WARNING)
     _tune_malloc()
     try:
-        if low_level:
-            from strongroom.fs.lowlevel import LowLevelMount, mount_option
-
-            front = LowLevelMount(
-                ops,
-                str(mountpoint),
-                [mount_option(k, None if v is True else str(v)) for k, v in options.items()],
-                _stat_packer(),
-            )
-            if ops.acl is not None:
-                ops.context = front.context
-            front.serve()
-        else:
-            _fuse_class()(ops, str(mountpoint), foreground=True, nothreads=False, **options)
+        _fuse_class()(ops, str(mountpoint), foreground=True, nothreads=False, **options)
     except RuntimeError:
         # libfuse reports a loop ended by SIGTERM/SIGINT as a failure; after a clean unmount it is not
         if not ops.served or mounted_at(mountpoint) is not None:
