@@ -80,6 +80,7 @@ class _Ops(VolumeOps):
     attr_timeout = TIMEOUT
     entry_timeout = TIMEOUT
     served = False
+    warm: Any = None  # a warm.KeepWarm while the mount keeps a CPU awake
 
     def init_with_config(self, conn: Any, config: Any) -> None:
         if conn is not None:
@@ -268,6 +269,9 @@ def _fuse_class() -> Any:
             # state for the thread's life.  libfuse 3.14 keeps its threads (idle ones are not
             # destroyed by default), so these are the <= 10 threads of its pool; the cap bounds
             # what a pool that did replace threads could pin (each keeps its buffers).
+            warm = self.operations.warm
+            if warm is not None:
+                warm.active()
             ident = threading.get_ident()
             if ident not in pinned and len(pinned) < PINNED_THREADS:
                 with pin_lock:
@@ -380,8 +384,10 @@ def run(
     report_to: Callable[[], Any] | None = None,
     acl_timeout: float = ACL_TIMEOUT,
     derived_tweaks: bool = True,
+    keep_warm: bool = True,
 ) -> None:
-    """Serve the mount in this process until it is unmounted or SIGTERM/SIGINT arrives."""
+    """Serve the mount in this process until it is unmounted or SIGTERM/SIGINT arrives.
+    ``keep_warm``: keep a CPU awake while requests flow (warm.py)."""
     from strongroom.fs import acl
 
     if not mountpoint.is_dir():
@@ -428,12 +434,19 @@ def run(
         options["ro"] = True
     logging.getLogger("mfusepy").setLevel(logging.WARNING)
     _tune_malloc()
+    if keep_warm:
+        from strongroom.fs.warm import KeepWarm
+
+        ops.warm = KeepWarm()
     try:
         _fuse_class()(ops, str(mountpoint), foreground=True, nothreads=False, **options)
     except RuntimeError:
         # libfuse reports a loop ended by SIGTERM/SIGINT as a failure; after a clean unmount it is not
         if not ops.served or mounted_at(mountpoint) is not None:
             raise MountError(f"libfuse could not serve {mountpoint} (see the log)") from None
+    finally:
+        if ops.warm is not None:
+            ops.warm.close()
 
 
 def umount(mountpoint: Path) -> None:

@@ -1,0 +1,78 @@
+"""The keep-warm helper (fs/warm.py): a lowest-priority child of the mount daemon that spins only
+while requests flow, holds no keys, and never outlives the daemon."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from tests.fs.mounts import Mount
+
+
+def helpers(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children = (task / "children").read_text().split()
+        out += [int(c) for c in children]
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_gone(pid: int, seconds: float = 10) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return True
+        if state == "Z":  # exited, not yet reaped by its (dead) parent's reaper
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_helper_spins_only_while_busy_and_exits_with_the_unmount(vol: Mount) -> None:
+    assert vol.proc is not None
+    (helper,) = helpers(vol.proc.pid)
+    assert os.getpriority(os.PRIO_PROCESS, helper) == 19
+    cmdline = Path(f"/proc/{helper}/cmdline").read_bytes()
+    assert b"strongroom" not in cmdline and b"passphrase" not in cmdline  # a bare interpreter, no keys
+    time.sleep(0.3)
+    idle = cpu_seconds(helper)
+    time.sleep(1.0)
+    assert cpu_seconds(helper) - idle < 0.1  # asleep while nothing happens
+    busy = cpu_seconds(helper)
+    deadline = time.monotonic() + 1.0
+    n = 0
+    while time.monotonic() < deadline:
+        try:
+            os.stat(vol.mnt / f"missing-{n}")
+        except FileNotFoundError:
+            pass
+        n += 1
+    assert cpu_seconds(helper) - busy > 0.2  # awake while requests flow
+    vol.stop()
+    assert wait_gone(helper)
+
+
+def test_helper_dies_with_a_killed_daemon(vol: Mount) -> None:
+    assert vol.proc is not None
+    (helper,) = helpers(vol.proc.pid)
+    vol.kill()
+    assert wait_gone(helper)
+
+
+def test_no_keep_warm_starts_no_helper(tmp_path: Path) -> None:
+    m = Mount(tmp_path).init().start("--no-keep-warm")
+    try:
+        assert m.proc is not None
+        assert helpers(m.proc.pid) == []
+        (m.mnt / "f").write_text("still works")
+        assert (m.mnt / "f").read_text() == "still works"
+    finally:
+        m.stop()
