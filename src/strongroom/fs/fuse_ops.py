@@ -553,8 +553,8 @@ class VolumeOps:
                 raise
             return os.open(lower, os.O_RDONLY | os.O_CLOEXEC)
 
-    def _new_handle(self, fd: int, path: str, lower: str) -> int:
-        st = os.fstat(fd)
+    def _new_handle(self, fd: int, path: str, lower: str, st: os.stat_result | None = None) -> int:
+        st = os.fstat(fd) if st is None else st
         key = (st.st_dev, st.st_ino)
         with self._lock:
             f = self._files.setdefault(key, _File())
@@ -579,9 +579,11 @@ class VolumeOps:
         lower_parent, name = self._new_entry(path)
         lower = os.path.join(lower_parent, name)
         fd = self._open_lower(lower, (flags | os.O_CREAT) & ~os.O_TRUNC, mode)
-        if os.fstat(fd).st_size:
-            os.ftruncate(fd, 0)  # create on an existing file truncates it (O_TRUNC semantics)
-        return self._new_handle(fd, path, lower)
+        st = os.fstat(fd)
+        fh = self._new_handle(fd, path, lower, st)
+        if st.st_size:  # create on an existing file truncates it (O_TRUNC semantics)
+            self.truncate(path, 0, fh)
+        return fh
 
     def release(self, path: str, fh: int) -> int:
         with self._lock:
@@ -718,6 +720,8 @@ class VolumeOps:
     def _write_at(self, h: _Handle, f: _File, data: memoryview, offset: int, size: int) -> None:
         if not len(data):
             return
+        if size == 0:  # an empty lower file: a new header and file key, written with the first blocks
+            return self._write_new(h, f, data)
         cipher = self._cipher(h, f, create=True)
         assert cipher is not None
         bs = content.BLOCK
@@ -749,6 +753,23 @@ class VolumeOps:
                 raise
         if split and os.pwritev(h.fd, [out[:split]], start) != split:
             raise _err(errno.EIO)
+
+    def _write_new(self, h: _Handle, f: _File, data: memoryview) -> None:
+        """The first write into an empty file (at offset 0): header and blocks in one system call.
+        If the disk fills, the file is left empty, as it was."""
+        header = content.FileHeader.fresh()
+        cipher = content.FileCipher(header)
+        encoded = header.encode(self.keys.kek, self.keys.volume_id)
+        out = self._scratch("sealed", content.sealed_size(len(data)))
+        n = cipher.seal_into(0, data, out)
+        f.cipher = None
+        try:
+            if os.pwritev(h.fd, [encoded, out[:n]], 0) != len(encoded) + n:
+                raise _err(errno.ENOSPC)
+        except OSError:
+            os.ftruncate(h.fd, 0)
+            raise
+        f.cipher = cipher
 
     def truncate(self, path: str, length: int, fh: int | None = None) -> int:
         self._check(path, write=True)

@@ -278,7 +278,23 @@ def _fuse_class() -> Any:
                     if ident not in pinned and len(pinned) < PINNED_THREADS:
                         ensure_thread_state()
                         pinned.add(ident)
-            return super()._wrapper(func, *args, **kwargs)
+            # mfusepy's own wrapper, minus a frame, for the common cases: a result, or an OSError
+            # (ENOENT for every negative lookup) answered with its errno.  Anything else goes
+            # through mfusepy's wrapper, which logs it and answers as it always has.
+            try:
+                return func(*args, **kwargs) or 0
+            except OSError as e:
+                if type(e.errno) is int and e.errno > 0 and func.__name__ != "init":
+                    return -e.errno
+                failure: BaseException = e
+            except BaseException as e:  # noqa: BLE001 - handed to mfusepy's handling below
+                failure = e
+
+            def reraise(*_: Any, **__: Any) -> Any:
+                raise failure
+
+            reraise.__name__ = func.__name__
+            return super()._wrapper(reraise)
 
         def getattr_fuse_3(self, path: bytes | None, buf: Any, fip: Any) -> int:
             if pack_stat is None:
