@@ -264,6 +264,21 @@ def test_enospc_never_leaves_a_block_unreadable(tmp_path: Path) -> None:
         assert full, "the 1 MiB filesystem never filled"
         data = (m.mnt / "grow").read_bytes()  # no EIO anywhere: every block opens
         assert data[:5000] == b"g" * 5000 and len(data) >= 5000
+        # A new file whose first write finds the disk full is left empty, and usable once there
+        # is room again (its header is written with its first blocks, or not at all).
+        with open(m.mnt / "new", "wb", buffering=0) as f:
+            try:
+                f.write(b"n" * 200_000)
+                os.fsync(f.fileno())
+            except OSError as e:
+                assert e.errno == errno.ENOSPC
+            else:
+                raise AssertionError("a 200 kB write fitted on a full filesystem")
+            assert os.fstat(f.fileno()).st_size == 0
+            (m.mnt / "grow").unlink()
+            f.seek(0)
+            f.write(b"m" * 6000)
+        assert (m.mnt / "new").read_bytes() == b"m" * 6000
         m.stop()
         r = subprocess.run(
             [sys.executable, "-m", "strongroom.cli.main", "fs", "fsck", str(m.lower), "--passphrase-file", str(m.pwfile)],
