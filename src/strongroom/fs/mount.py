@@ -25,6 +25,10 @@ TIMEOUT = 1.0
 # On a volume with access rules: how long the kernel may answer a lookup or stat from its cache,
 # unchecked.  Opens and listings always reach the check; see docs/ACL.md, "Kernel caches".
 ACL_TIMEOUT = 0.1
+# Big reads and writes do not wake the keep-warm helper (warm.py): they come many at a time, in
+# parallel, and the helper competing with their threads halved sequential reads in some runs.
+WARM_IO_MAX = 128 << 10
+_BULK = frozenset({"read", "write"})
 PINNED_THREADS = 16  # libfuse threads whose Python thread state is kept (see Fuse._wrapper)
 
 
@@ -270,7 +274,7 @@ def _fuse_class() -> Any:
             # destroyed by default), so these are the <= 10 threads of its pool; the cap bounds
             # what a pool that did replace threads could pin (each keeps its buffers).
             warm = self.operations.warm
-            if warm is not None:
+            if warm is not None and (func.__name__ not in _BULK or args[2] < WARM_IO_MAX):
                 warm.active()
             ident = threading.get_ident()
             if ident not in pinned and len(pinned) < PINNED_THREADS:
