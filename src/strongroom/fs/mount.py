@@ -457,7 +457,10 @@ def run(
     if keep_warm:
         from strongroom.fs.warm import KeepWarm
 
-        ops.warm = KeepWarm()
+        try:
+            ops.warm = KeepWarm()
+        except OSError as e:  # only slower without it
+            logging.getLogger("strongroom.fs").warning("no keep-warm helper: %s", e.strerror or e)
     try:
         _fuse_class()(ops, str(mountpoint), foreground=True, nothreads=False, **options)
     except RuntimeError:
