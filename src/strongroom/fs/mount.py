@@ -59,14 +59,28 @@ def volume_mounted(volume: Path) -> str | None:
     return None
 
 
+def _mount_device(mountpoint: str) -> str | None:
+    """The "major:minor" of the mount at ``mountpoint`` (a resolved path), from mountinfo alone."""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        if fields[4].encode().decode("unicode_escape") == mountpoint:
+            return fields[2]
+    return None
+
+
 def _raise_readahead(mountpoint: str) -> None:
     """The kernel caps a FUSE mount's readahead at its default 128 KiB whatever max_readahead
-    says; raise it on the mount's backing device so sequential reads arrive as 1 MiB requests."""
+    says; raise it on the mount's backing device so sequential reads arrive as 1 MiB requests.
+
+    The daemon never stats its own mount: that is a request to itself, and if the daemon is
+    killed once a libfuse thread has taken the request, the stat waits for an answer
+    uninterruptibly, holding the dying daemon's /dev/fuse open, so the mount is never released
+    (a test that killed the daemon right after it mounted hung that way)."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        st = os.stat(mountpoint)
-        if mounted_at(Path(mountpoint)) is not None and st.st_dev:
-            path = Path(f"/sys/class/bdi/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/read_ahead_kb")
+        device = _mount_device(mountpoint)
+        if device is not None:
+            path = Path(f"/sys/class/bdi/{device}/read_ahead_kb")
             try:
                 path.write_text(str(MAX_WRITE // 1024))
             except OSError as e:
