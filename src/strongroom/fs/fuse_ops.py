@@ -721,6 +721,7 @@ class VolumeOps:
         if not len(data):
             return
         if size == 0:  # an empty lower file: a new header and file key, written with the first blocks
+            assert offset == 0  # callers extend a file from its end, so an empty one from 0
             return self._write_new(h, f, data)
         cipher = self._cipher(h, f, create=True)
         assert cipher is not None

@@ -288,6 +288,7 @@ def _fuse_class() -> Any:
             # destroyed by default), so these are the <= 10 threads of its pool; the cap bounds
             # what a pool that did replace threads could pin (each keeps its buffers).
             warm = self.operations.warm
+            # read and write get (path, buf, size, offset, fip): args[2] is the request's size
             if warm is not None and (func.__name__ not in _BULK or args[2] < WARM_IO_MAX):
                 warm.active()
             ident = threading.get_ident()

@@ -5,8 +5,11 @@ Every FUSE request is a round trip: the program's system call wakes a daemon thr
 wakes the program.  On virtual machines an idle virtual CPU halts, and waking a halted one costs
 tens of microseconds, often more than the request's own work.  Go's runtime (gocryptfs's) keeps
 threads spinning briefly for new work; this is the same idea outside the daemon's interpreter: a
-small helper process, at the lowest priority, busy-waits for a short window after the mount was
-last active, and sleeps otherwise.  Any thread woken on its CPU preempts it at once.
+small helper process, at nice 19, busy-waits for a short window after the mount was last
+active, and sleeps otherwise.  A thread woken on its CPU takes the CPU over at its next
+scheduling point (nice 19 weighs 15 against a normal thread's 1024).  SCHED_IDLE was measured
+and not taken: it let the scheduler put woken threads on the helper's CPU and made a small-file
+extract slower (docs/BENCHMARKS.md).
 
 The helper is a fresh interpreter (it holds no keys), dies with the daemon (PR_SET_PDEATHSIG, and
 end of file on its pipe) and costs one CPU only while requests are flowing plus ``WINDOW``.
@@ -49,14 +52,19 @@ class KeepWarm:
     def __init__(self) -> None:
         read_end, self._fd = os.pipe()
         os.set_blocking(self._fd, False)
-        self._proc = subprocess.Popen(
-            [sys.executable, "-S", "-c", _HELPER],
-            stdin=read_end,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            close_fds=True,
-        )
-        os.close(read_end)
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-S", "-c", _HELPER],
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                close_fds=True,
+            )
+        except BaseException:
+            os.close(self._fd)
+            raise
+        finally:
+            os.close(read_end)
         self._next = 0.0
         self._clock = time.monotonic
 
