@@ -15,7 +15,7 @@ import os
 import stat
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,19 @@ BLKSIZE = MAX_REQUEST
 
 def _err(code: int) -> OSError:
     return OSError(code, os.strerror(code))
+
+
+def _never() -> int:
+    return 0
+
+
+def _drop_setid(fd: int) -> None:
+    """Clear set-user-ID, and set-group-ID on a group-executable file, as the kernel does when a
+    caller without CAP_FSETID writes or truncates a file."""
+    mode = os.fstat(fd).st_mode
+    drop = stat.S_ISUID | (stat.S_ISGID if mode & stat.S_IXGRP else 0)
+    if mode & drop:
+        os.fchmod(fd, stat.S_IMODE(mode) & ~drop)
 
 
 class _Lru(OrderedDict[Any, Any]):
@@ -99,6 +112,9 @@ class VolumeOps:
         self._tls = threading.local()
         self.acl: Any = None  # an acl.Enforcer on mounts with access rules
         self.context: Any = None  # () -> (uid, gid, pid) of the FUSE request being served
+        # () -> whether the kernel asked, with the request being served, for set-id bits to be
+        # cleared; it asks only when the mount took that job over from it (fuseio.py)
+        self.kill_requested: Callable[[], int] = _never
         self._self_pid = os.getpid()
 
     # -- access control ------------------------------------------------------------------
@@ -702,6 +718,8 @@ class VolumeOps:
         h = self._handle(fh)
         f = self._file(h)
         view = memoryview(data)
+        if self.kill_requested():
+            _drop_setid(h.fd)
         with f.lock:
             size = self._plain_size(h)
             if offset > size:
@@ -783,6 +801,8 @@ class VolumeOps:
                 self.release(path, fh)
         h = self._handle(fh)
         f = self._file(h)
+        if self.kill_requested():  # a truncate, or an open with O_TRUNC
+            _drop_setid(h.fd)
         with f.lock:
             size = self._plain_size(h)
             if length == 0:

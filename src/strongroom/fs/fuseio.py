@@ -1,0 +1,70 @@
+"""The mount's /dev/fuse I/O (fuseio.c -> libsrfuseio.so, built by scripts/install.sh): lets the
+kernel leave the clearing of set-id bits to the daemon (FUSE_HANDLE_KILLPRIV_V2), which libfuse
+3.14 cannot negotiate by itself, so the kernel stops sending its own privilege checks (a GETXATTR
+before every write, a GETATTR before every chown).  Without the build the kernel keeps doing
+them, and the mount behaves the same, a little slower."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+LIBRARY = Path(__file__).with_name("libsrfuseio.so")
+FUSE_CAP_SPLICE_READ = 1 << 9
+KILLPRIV_V2_MINOR = 33  # protocol 7.33 (Linux 5.11) added FUSE_HANDLE_KILLPRIV_V2
+
+
+@functools.lru_cache(maxsize=1)
+def _lib() -> Any:
+    if os.environ.get("STRONGROOM_NO_NATIVE") == "1" or not LIBRARY.exists():
+        return None
+    try:
+        # PyDLL: these are called holding the GIL (they take nanoseconds; a CDLL call would drop
+        # and retake the GIL around each, on every write)
+        so = ctypes.PyDLL(str(LIBRARY))
+    except OSError:
+        return None
+    for name in ("sr_fuseio_install", "sr_fuseio_patched", "sr_fuseio_kill_suidgid"):
+        getattr(so, name).restype = ctypes.c_int
+        getattr(so, name).argtypes = []
+    return so
+
+
+def available() -> bool:
+    return _lib() is not None
+
+
+def install(conn: Any) -> bool:
+    """From the file system's init callback (on libfuse's thread answering INIT, before the reply
+    goes out): route the session's I/O through fuseio.c.  True when it was installed; the INIT
+    reply then carries FUSE_HANDLE_KILLPRIV_V2, and the daemon must clear set-id bits whenever
+    kill_requested() says so."""
+    so = _lib()
+    if so is None or conn.proto_minor < KILLPRIV_V2_MINOR:
+        return False
+    # Spliced requests would bypass fuseio.c's read; they bring nothing here anyway, since the
+    # path-based API copies every request into memory for Python.
+    conn.want &= ~FUSE_CAP_SPLICE_READ
+    return bool(so.sr_fuseio_install() == 0)
+
+
+def patched() -> bool:
+    """Whether the INIT reply went out with FUSE_HANDLE_KILLPRIV_V2."""
+    so = _lib()
+    return so is not None and bool(so.sr_fuseio_patched())
+
+
+def _never() -> int:
+    return 0
+
+
+def kill_requested() -> Callable[[], int]:
+    """A function answering, for the request the calling libfuse thread is serving, whether the
+    kernel asked for set-id bits to be cleared (a write, truncate or O_TRUNC open by a caller
+    without CAP_FSETID)."""
+    so = _lib()
+    return _never if so is None else so.sr_fuseio_kill_suidgid  # type: ignore[no-any-return]
