@@ -153,6 +153,26 @@ def test_strict_acl_timeout_checks_every_lookup_and_stat(vol: Mount) -> None:
         assert _refused(_run(STAT, str(vol.mnt / "app.log")))
 
 
+def test_a_program_kept_on_the_mount_itself_is_checked_without_stalling_it(vol: Mount) -> None:
+    # Checking the caller stats its executable, which here is a file on this mount: with
+    # --acl-timeout 0 that stat is a request to the daemon made while the daemon is serving the
+    # caller's open.  Another thread must serve it (fuseio.c's watcher; procid's re-check must
+    # not hold the GIL through it), or the open never returns.
+    vol.start()
+    tool = vol.mnt / "db" / "cat"
+    shutil.copy2(CAT, tool)
+    _acl(vol, "add", str(vol.lower), "--allow", str(tool), "--mode", "r")
+    # the exec reads the binary on behalf of the process before it becomes cat: the test's Python
+    _acl(vol, "add", str(vol.lower), "--allow", PYTHON, "--path", "db/cat", "--mode", "r")
+    vol.stop()
+    vol.start("--acl-timeout", "0")
+    data = vol.mnt / "db" / "data"
+    for _ in range(3):
+        r = _run(str(tool), str(data))
+        assert r.returncode == 0 and r.stdout == "secret rows\n"
+    assert _refused(_run(CAT, str(data)))  # the same bytes at another path
+
+
 def test_rule_changes_apply_without_remounting(vol: Mount) -> None:
     _acl(vol, "add", str(vol.lower), "--allow", CAT, "--mode", "r")
     vol.start()

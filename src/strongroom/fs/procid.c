@@ -8,6 +8,7 @@
  * mtime and ctime (ns), the process's uid, its parent's pid.  Returns 0, or -errno (the process
  * is gone, or /proc could not be read).
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -15,22 +16,32 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 /* out[0..5] = the running executable's st_dev, st_ino, st_size, mtime and ctime (ns), then the
- * process's uid.  Returns 0 or -errno. */
+ * process's uid.  Returns 0 or -errno.
+ *
+ * The executable may be a file on the very mount being served (a program kept in the encrypted
+ * tree).  A plain stat would then be a request to this daemon, made while it serves the caller,
+ * and with the kernel's attribute cache off (--acl-timeout 0) it would wait on the daemon's own
+ * threads (and forever, if the caller held the GIL).  AT_STATX_DONT_SYNC takes the attributes
+ * the kernel already has; for a running image they are exact where it matters: its device and
+ * inode cannot change while it runs, nor can its content (writing a running executable fails
+ * with ETXTBSY). */
 static int image_and_uid(int pid, long long out[6])
 {
     char path[64];
     struct stat st;
+    struct statx sx;
     snprintf(path, sizeof path, "/proc/%d/exe", pid);
-    if (stat(path, &st) != 0)
+    if (statx(AT_FDCWD, path, AT_STATX_DONT_SYNC, STATX_BASIC_STATS, &sx) != 0)
         return -errno;
-    out[0] = (long long)st.st_dev;
-    out[1] = (long long)st.st_ino;
-    out[2] = (long long)st.st_size;
-    out[3] = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
-    out[4] = (long long)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
+    out[0] = (long long)makedev(sx.stx_dev_major, sx.stx_dev_minor);
+    out[1] = (long long)sx.stx_ino;
+    out[2] = (long long)sx.stx_size;
+    out[3] = (long long)sx.stx_mtime.tv_sec * 1000000000LL + sx.stx_mtime.tv_nsec;
+    out[4] = (long long)sx.stx_ctime.tv_sec * 1000000000LL + sx.stx_ctime.tv_nsec;
     snprintf(path, sizeof path, "/proc/%d", pid);
     if (stat(path, &st) != 0)
         return -errno;
