@@ -137,15 +137,15 @@ static int answer_here(int fd, const char *req, size_t len)
  * So reading is a baton.  Only one thread reads at a time; the others wait here, out of
  * read(2).  A thread that takes a small request keeps the baton while it serves it and, coming
  * back, reads the next one itself: a stream of small requests stays on one hot thread.  A
- * request that may take long (a READ, a big WRITE, an fsync; see hands_on) passes the baton on
- * at once, and until the next small request every idle thread reads, as with libfuse alone, so
- * those run in parallel as before.  A thread serving a small request that blocks
+ * request that may take long (a big READ or WRITE, an fsync; see hands_on) passes the baton on
+ * at once and wakes one more reader, and until the next small request every thread that comes
+ * back reads, as with libfuse alone, so those run in parallel as before.  A thread serving a small request that blocks
  * (say, on a request of its own to this mount) must not stall the mount: one waiting thread
  * watches, and if no request was taken for WATCH_NS while the baton is held, it reads
  * alongside.  The watcher sleeps when the mount has been idle for a whole period and is woken
  * by the next small request, so an idle mount has no timers running. */
 #define WATCH_NS 1000000L
-#define BIG_WRITE (128u << 10)
+#define BIG_IO (128u << 10) /* a READ or WRITE this big passes the baton on */
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t watch_cv; /* the watcher waits here (timed, on CLOCK_MONOTONIC) */
@@ -163,23 +163,28 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int hands_on(const char *req, size_t len)
 {
 	struct fuse_in_header h;
+	struct fuse_read_in r;
 	struct fuse_write_in w;
 
 	if (len < sizeof h)
 		return 1;
 	memcpy(&h, req, sizeof h);
 	switch (h.opcode) {
-	case FUSE_READ:
 	case FUSE_FSYNC:
 	case FUSE_FSYNCDIR:
 	case FUSE_FALLOCATE:
 	case FUSE_COPY_FILE_RANGE:
 		return 1;
+	case FUSE_READ:
+		if (len < sizeof h + sizeof r)
+			return 1;
+		memcpy(&r, req + sizeof h, sizeof r);
+		return r.size >= BIG_IO;
 	case FUSE_WRITE:
 		if (len < sizeof h + sizeof w)
 			return 1;
 		memcpy(&w, req + sizeof h, sizeof w);
-		return w.size >= BIG_WRITE;
+		return w.size >= BIG_IO;
 	default:
 		return 0;
 	}
@@ -303,11 +308,8 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 	if (n > 0) {
 		taken++;
 		if (hands_on(buf, (size_t)n)) {
-			if (!bulk) {
-				bulk = 1;
-				pthread_cond_broadcast(&watch_cv);
-				pthread_cond_broadcast(&sleep_cv);
-			}
+			bulk = 1;
+			wake_a_reader(); /* one more reader per long request: a burst fans out */
 		} else {
 			bulk = 0;
 			pthread_setspecific(holding, (void *)1);
