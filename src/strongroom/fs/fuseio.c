@@ -16,7 +16,8 @@
  *   - each request read records, for the thread that serves it (libfuse's worker threads read a
  *     request and serve it on the same thread), whether it carries the kernel's "clear set-id
  *     bits" flag: sr_fuseio_kill_suidgid() answers that for the request being served;
- *   - a GETXATTR of a name outside user.* is answered here (see answer_here).
+ *   - a GETXATTR of a name outside user.* is answered here (see answer_here);
+ *   - which of libfuse's threads reads the next request is decided here (the baton, below).
  * A round trip answered here took ~21 us where the same answer from the Python handler took
  * ~28-39 us (os.getxattr in a loop, this machine).
  */
