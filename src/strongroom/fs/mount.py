@@ -279,9 +279,9 @@ def _fuse_class() -> Any:
     # only.  PyMemoryView_FromMemory makes it in ~0.9 us; a ctypes array over the buffer took
     # ~4 us, most of it making a new array type for each new request size (and the garbage
     # collector then clearing those types away).
-    _view = ctypes.pythonapi.PyMemoryView_FromMemory
-    _view.restype = ctypes.py_object
-    _view.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int]
+    _view = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int)(
+        ("PyMemoryView_FromMemory", ctypes.pythonapi)
+    )  # its own prototype: ctypes.pythonapi's function objects are shared with other code
     PYBUF_WRITE = 0x200
 
     import itertools
