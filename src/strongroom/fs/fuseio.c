@@ -64,38 +64,40 @@ static volatile int armed;   /* the next reply written is the INIT reply */
 static volatile int patched; /* it went out with FUSE_HANDLE_KILLPRIV_V2 */
 static __thread int kill_suidgid;
 
-static int carries_kill(const char *req, size_t len)
+/* The request's opcode (0 if it is too short to have one). */
+static uint32_t opcode_of(const char *req, size_t len)
 {
 	struct fuse_in_header h;
-	const char *arg = req + sizeof h;
-	size_t alen;
 
 	if (len < sizeof h)
 		return 0;
 	memcpy(&h, req, sizeof h);
-	alen = len - sizeof h;
-	switch (h.opcode) {
-	case FUSE_WRITE: {
-		struct fuse_write_in w;
-		if (alen < sizeof w)
-			return 0;
-		memcpy(&w, arg, sizeof w);
-		return (w.write_flags & FUSE_WRITE_KILL_SUIDGID) != 0;
-	}
-	case FUSE_SETATTR: {
-		struct fuse_setattr_in s;
-		if (alen < sizeof s)
-			return 0;
-		memcpy(&s, arg, sizeof s);
-		return (s.valid & FATTR_KILL_SUIDGID) != 0;
-	}
-	case FUSE_OPEN: {
-		struct fuse_open_in o;
-		if (alen < sizeof o)
-			return 0;
-		memcpy(&o, arg, sizeof o);
-		return (o.open_flags & FUSE_OPEN_KILL_SUIDGID) != 0;
-	}
+	return h.opcode;
+}
+
+/* Copies the request's fixed-size argument (what follows the header) into out; 0 if the request
+ * is too short to hold it. */
+static int arg_of(const char *req, size_t len, void *out, size_t size)
+{
+	if (len < sizeof(struct fuse_in_header) + size)
+		return 0;
+	memcpy(out, req + sizeof(struct fuse_in_header), size);
+	return 1;
+}
+
+static int carries_kill(const char *req, size_t len)
+{
+	struct fuse_write_in w;
+	struct fuse_setattr_in s;
+	struct fuse_open_in o;
+
+	switch (opcode_of(req, len)) {
+	case FUSE_WRITE:
+		return arg_of(req, len, &w, sizeof w) && (w.write_flags & FUSE_WRITE_KILL_SUIDGID);
+	case FUSE_SETATTR:
+		return arg_of(req, len, &s, sizeof s) && (s.valid & FATTR_KILL_SUIDGID);
+	case FUSE_OPEN:
+		return arg_of(req, len, &o, sizeof o) && (o.open_flags & FUSE_OPEN_KILL_SUIDGID);
 	default:
 		return 0;
 	}
@@ -163,29 +165,20 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static int hands_on(const char *req, size_t len)
 {
-	struct fuse_in_header h;
 	struct fuse_read_in r;
 	struct fuse_write_in w;
 
-	if (len < sizeof h)
-		return 1;
-	memcpy(&h, req, sizeof h);
-	switch (h.opcode) {
+	switch (opcode_of(req, len)) {
+	case 0:
 	case FUSE_FSYNC:
 	case FUSE_FSYNCDIR:
 	case FUSE_FALLOCATE:
 	case FUSE_COPY_FILE_RANGE:
 		return 1;
 	case FUSE_READ:
-		if (len < sizeof h + sizeof r)
-			return 1;
-		memcpy(&r, req + sizeof h, sizeof r);
-		return r.size >= BIG_IO;
+		return !arg_of(req, len, &r, sizeof r) || r.size >= BIG_IO;
 	case FUSE_WRITE:
-		if (len < sizeof h + sizeof w)
-			return 1;
-		memcpy(&w, req + sizeof h, sizeof w);
-		return w.size >= BIG_IO;
+		return !arg_of(req, len, &w, sizeof w) || w.size >= BIG_IO;
 	default:
 		return 0;
 	}
