@@ -9,6 +9,7 @@ read-modify-write of a partial block atomic: a reader never sees half a write.
 from __future__ import annotations
 
 import base64
+import ctypes
 import errno
 import logging
 import os
@@ -21,7 +22,9 @@ from typing import Any
 
 from strongroom.fs import content, durable, names
 from strongroom.fs.config import CONFIG
+from strongroom.fs.creds import CallerCredentials
 from strongroom.fs.keys import VolumeKeys
+from strongroom.fs.links import HardLinkNames, Key
 from strongroom.fs.volume import write_diriv
 from strongroom.fs.xattrs import XattrCipher
 
@@ -34,6 +37,17 @@ MAX_REQUEST = 1 << 20  # FUSE requests are at most this large (mount.MAX_WRITE)
 # write through FUSE is a round trip (no writeback cache here).  The lower file's 4 KiB made cp
 # copy in 128 KiB writes; 1 MiB took a 1 GiB copy 7.7 -> 5.1 s.
 BLKSIZE = MAX_REQUEST
+# The largest plaintext a file may hold: a file key seals at most MAX_BLOCKS_PER_KEY blocks
+# (FORMAT.md §5).  A write or truncate past it answers EFBIG at once, as ext4 does past its own.
+MAX_FILE_SIZE = content.MAX_BLOCKS_PER_KEY * content.BLOCK
+# utimensat(2)'s special nanosecond values, which libfuse passes through in a SETATTR's times
+UTIME_NOW = (1 << 30) - 1
+UTIME_OMIT = (1 << 30) - 2
+_AT_FDCWD = -100
+_AT_SYMLINK_NOFOLLOW = 0x100
+# What mknod may make: regular files, FIFOs, sockets, and device nodes (the kernel lets only
+# callers with CAP_MKNOD ask for those, as on ext4)
+_MKNOD_TYPES = frozenset({stat.S_IFREG, stat.S_IFIFO, stat.S_IFSOCK, stat.S_IFCHR, stat.S_IFBLK})
 
 
 def _err(code: int) -> OSError:
@@ -44,6 +58,10 @@ def _never() -> int:
     return 0
 
 
+def _ignore(_: str) -> None:
+    return None
+
+
 def _drop_setid(fd: int) -> None:
     """Clear set-user-ID, and set-group-ID on a group-executable file, as the kernel does when a
     caller without CAP_FSETID writes or truncates a file."""
@@ -51,6 +69,20 @@ def _drop_setid(fd: int) -> None:
     drop = stat.S_ISUID | (stat.S_ISGID if mode & stat.S_IXGRP else 0)
     if mode & drop:
         os.fchmod(fd, stat.S_IMODE(mode) & ~drop)
+
+
+def _kind(entry: os.DirEntry[str]) -> int:
+    """A listed entry's file type, from its directory entry (a stat only for special files)."""
+    if entry.is_dir(follow_symlinks=False):
+        return stat.S_IFDIR
+    if entry.is_symlink():
+        return stat.S_IFLNK
+    if entry.is_file(follow_symlinks=False):
+        return stat.S_IFREG
+    try:
+        return stat.S_IFMT(entry.stat(follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return stat.S_IFREG  # gone since it was listed: the lookup that follows says so
 
 
 class _Lru(OrderedDict[Any, Any]):
@@ -79,6 +111,21 @@ class _Handle:
     fd: int
     key: tuple[int, int]
     path: str
+    # Opened with O_APPEND: every write goes to the file's true end, whatever offset the kernel
+    # sends (it computes it from its cached size for the name written through, which is stale
+    # when another hard-link name grew the file).
+    append: bool = False
+    # Served without the kernel's page cache: an appender through one of several hard-link
+    # names, whose writes land where the kernel does not expect them.
+    direct_io: bool = False
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.utimensat.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(_Timespec), ctypes.c_int]
 
 
 class VolumeOps:
@@ -112,6 +159,13 @@ class VolumeOps:
         self._tls = threading.local()
         self.acl: Any = None  # an acl.Enforcer on mounts with access rules
         self.context: Any = None  # () -> (uid, gid, pid) of the FUSE request being served
+        # Entries a request creates are made under the caller's uid and gid (creds.py); set by
+        # the mount, where requests have a caller.
+        self.creds: CallerCredentials | None = None
+        # On a mount: the names of hard-linked files the kernel caches (links.py), and how to make
+        # the kernel drop what it caches for one name.
+        self.links: HardLinkNames | None = None
+        self.invalidate: Callable[[str], object] = _ignore
         # () -> whether the kernel asked, with the request being served, for set-id bits to be
         # cleared; it asks only when the mount took that job over from it (fuseio.py)
         self.kill_requested: Callable[[], int] = _never
@@ -128,6 +182,15 @@ class VolumeOps:
             return
         if not acl.allowed(pid, path.lstrip("/"), write):
             raise _err(errno.EACCES)
+
+    def _as_caller(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a lower call that creates an entry as the caller (owner and group as ext4 gives
+        them), on this thread only."""
+        creds = self.creds
+        if creds is None or self.context is None:
+            return fn(*args)
+        uid, gid, _ = self.context()
+        return creds.run_as(uid, gid, fn, *args)
 
     # -- names ---------------------------------------------------------------------------
     # A plaintext path resolves through two caches: known directories (plaintext path -> lower
@@ -270,7 +333,23 @@ class VolumeOps:
             return st, self._reported_size(st, h.path)
         lower = self._lower(path)
         st = os.lstat(lower)
+        if st.st_nlink > 1 and self.links is not None and not stat.S_ISDIR(st.st_mode):
+            self.links.seen((st.st_dev, st.st_ino), path)
         return st, self._reported_size(st, lower)
+
+    def _changed(self, key: Key | None, *through: str | None) -> None:
+        """A file changed through the names ``through``: the kernel drops what it caches for its
+        other names (hard links).  Called holding no lock: the kernel may wait for a request on
+        one of those names to be answered first."""
+        links = self.links
+        if links is None or key is None or key not in links:
+            return
+        for other in links.others(key, *(p for p in through if p is not None)):
+            self.invalidate(other)
+
+    def _changed_path(self, path: str) -> None:
+        if self.links is not None:
+            self._changed(self.links.key_of(path), path)
 
     @staticmethod
     def attrs(st: os.stat_result, size: int) -> dict[str, Any]:
@@ -304,22 +383,31 @@ class VolumeOps:
         self._check(path, write=True)
         self._writable()
         os.chmod(self._lower(path), mode)
+        self._changed_path(path)
         return 0
 
     def chown(self, path: str, uid: int, gid: int) -> int:
         self._check(path, write=True)
         self._writable()
         os.chown(self._lower(path), uid, gid, follow_symlinks=False)
+        self._changed_path(path)
         return 0
 
     def utimens(self, path: str, times: tuple[int, int] | None = None) -> int:
+        """Set (atime, mtime) in nanoseconds; None sets both to now."""
+        if times is None:
+            return self.set_times(path, (0, UTIME_NOW), (0, UTIME_NOW))
+        return self.set_times(path, divmod(times[0], 1_000_000_000), divmod(times[1], 1_000_000_000))
+
+    def set_times(self, path: str, atime: tuple[int, int], mtime: tuple[int, int]) -> int:
+        """utimensat(2) on the lower entry with (seconds, nanoseconds) pairs as the caller gave
+        them: a nanosecond value of UTIME_NOW or UTIME_OMIT means what it means there."""
         self._check(path, write=True)
         self._writable()
-        lower = self._lower(path)
-        if times is None:
-            os.utime(lower, follow_symlinks=False)
-        else:
-            os.utime(lower, ns=times, follow_symlinks=False)
+        times = (_Timespec * 2)(_Timespec(*atime), _Timespec(*mtime))
+        if _libc.utimensat(_AT_FDCWD, os.fsencode(self._lower(path)), times, _AT_SYMLINK_NOFOLLOW) != 0:
+            raise _err(ctypes.get_errno())
+        self._changed_path(path)
         return 0
 
     def statfs(self, path: str) -> dict[str, Any]:
@@ -367,8 +455,7 @@ class VolumeOps:
         without an inode number would be hidden by readdir(3)."""
         out = []
         for plain, entry, _ in self._listing(path):
-            kind = stat.S_IFDIR if entry.is_dir(follow_symlinks=False) else stat.S_IFLNK if entry.is_symlink() else stat.S_IFREG
-            out.append((plain, {"st_ino": entry.inode(), "st_mode": kind}, 0))
+            out.append((plain, {"st_ino": entry.inode(), "st_mode": _kind(entry)}, 0))
         here, parent = self._dots(path)
         return [
             (".", {"st_ino": here.st_ino, "st_mode": here.st_mode}, 0),
@@ -382,19 +469,21 @@ class VolumeOps:
         did; each entry's attributes are read when it is sent (``entry_stat``)."""
         out = []
         for plain, entry, lower_dir in self._listing(path):
-            kind = stat.S_IFDIR if entry.is_dir(follow_symlinks=False) else stat.S_IFLNK if entry.is_symlink() else stat.S_IFREG
-            out.append((plain, os.path.join(lower_dir, entry.name), entry.inode(), kind))
+            out.append((plain, os.path.join(lower_dir, entry.name), entry.inode(), _kind(entry)))
         lower_dir = self._lower(path)
         parent = os.path.dirname(lower_dir) if lower_dir != self.root else lower_dir
         here, up = self._dots(path)
         return [(".", lower_dir, here.st_ino, here.st_mode), ("..", parent, up.st_ino, up.st_mode), *out]
 
-    def entry_stat(self, lower: str) -> tuple[os.stat_result, int] | None:
-        """A listed entry's (lower stat, plaintext size), as plain_stat gives them; None if it is gone since."""
+    def entry_stat(self, lower: str, path: str) -> tuple[os.stat_result, int] | None:
+        """A listed entry's (lower stat, plaintext size), as plain_stat gives them; None if it is
+        gone since.  ``path``: its plaintext path, which the kernel caches from the listing."""
         try:
             st = os.lstat(lower)
         except FileNotFoundError:
             return None
+        if st.st_nlink > 1 and self.links is not None and not stat.S_ISDIR(st.st_mode):
+            self.links.seen((st.st_dev, st.st_ino), path)
         return st, self._reported_size(st, lower)
 
     def opendir(self, path: str) -> int:
@@ -412,13 +501,13 @@ class VolumeOps:
         lower = os.path.join(lower_parent, name)
         if self.derived_tweaks:
             # The tweak is a function of the parent's and this entry's name: durable with the entry.
-            os.mkdir(lower, mode)
+            self._as_caller(os.mkdir, lower, mode)
             iv = names.derived_diriv(parent_iv, name)
         else:
-            os.mkdir(lower, mode | 0o300)  # the daemon must be able to write the tweak
+            self._as_caller(os.mkdir, lower, mode | 0o300)  # a daemon not run as root must write the tweak
             iv = write_diriv(lower)  # durable before anything is created inside
-            if mode & 0o300 != 0o300:
-                os.chmod(lower, mode)
+            if mode & 0o300 != 0o300:  # keeping a set-group-ID bit inherited from the parent
+                os.chmod(lower, stat.S_IMODE(os.lstat(lower).st_mode) & ~0o300 | mode & 0o300)
         self._forget_dirs(path)
         with self._lock:
             self._dirs.put(path, (lower, iv))
@@ -462,6 +551,8 @@ class VolumeOps:
         lower_parent, name, _ = self._entry(path)
         os.unlink(os.path.join(lower_parent, name))
         self._remove_sidecar(lower_parent, name)
+        if self.links is not None:
+            self._changed(self.links.removed(path))  # the other names' link count and ctime
         return 0
 
     def rename(self, old: str, new: str) -> int:
@@ -491,6 +582,10 @@ class VolumeOps:
                 self._forget_dirs()
         if (old_parent, old_name) != (new_parent, new_name):
             self._remove_sidecar(old_parent, old_name)
+        if self.links is not None:
+            replaced = self.links.removed(new) if old != new else None
+            self.links.renamed(old, new)
+            self._changed(replaced)
         return 0
 
     def _keep_tweak(self, path: str, lower: str) -> None:
@@ -515,7 +610,13 @@ class VolumeOps:
         self._check(source, write=True)
         self._writable()
         new_parent, new_name = self._new_entry(target)
-        os.link(self._lower(source), os.path.join(new_parent, new_name))
+        lower = os.path.join(new_parent, new_name)
+        os.link(self._lower(source), lower)
+        if self.links is not None:
+            st = os.lstat(lower)
+            key = (st.st_dev, st.st_ino)
+            self.links.seen(key, source, target)
+            self._changed(key, source, target)  # the kernel updates the source's cache itself
         return 0
 
     def symlink(self, target: str, source: str) -> int:
@@ -529,7 +630,7 @@ class VolumeOps:
         if len(encoded) > 4095:
             raise _err(errno.ENAMETOOLONG)
         new_parent, new_name = self._new_entry(target)
-        os.symlink(encoded, os.path.join(new_parent, new_name))
+        self._as_caller(os.symlink, encoded, os.path.join(new_parent, new_name))
         return 0
 
     def _read_link(self, lower: str) -> bytes:
@@ -549,10 +650,10 @@ class VolumeOps:
     def mknod(self, path: str, mode: int, dev: int) -> int:
         self._check(path, write=True)
         self._writable()
-        if not stat.S_ISREG(mode) and not stat.S_ISFIFO(mode):
-            raise _err(errno.EPERM)
+        if stat.S_IFMT(mode) not in _MKNOD_TYPES:
+            raise _err(errno.EINVAL)
         lower_parent, name = self._new_entry(path)
-        os.mknod(os.path.join(lower_parent, name), mode, dev)
+        self._as_caller(os.mknod, os.path.join(lower_parent, name), mode, dev)
         return 0
 
     # -- files ---------------------------------------------------------------------------
@@ -569,7 +670,7 @@ class VolumeOps:
                 raise
             return os.open(lower, os.O_RDONLY | os.O_CLOEXEC)
 
-    def _new_handle(self, fd: int, path: str, lower: str, st: os.stat_result | None = None) -> int:
+    def _new_handle(self, fd: int, path: str, lower: str, st: os.stat_result | None = None, append: bool = False) -> int:
         st = os.fstat(fd) if st is None else st
         key = (st.st_dev, st.st_ino)
         with self._lock:
@@ -577,26 +678,34 @@ class VolumeOps:
             f.opens += 1
             fh = self._next_fh
             self._next_fh += 1
-            self._handles[fh] = _Handle(fd, key, lower)
+            self._handles[fh] = _Handle(fd, key, lower, append)
         return fh
 
     def open(self, path: str, flags: int) -> int:
         self._check(path, write=flags & os.O_ACCMODE != os.O_RDONLY or bool(flags & os.O_TRUNC))
         lower = self._lower(path)
         fd = self._open_lower(lower, flags)
-        fh = self._new_handle(fd, path, lower)
+        st = os.fstat(fd)
+        fh = self._new_handle(fd, path, lower, st, append=bool(flags & os.O_APPEND))
+        if flags & os.O_APPEND and st.st_nlink > 1:
+            self._handles[fh].direct_io = True
         if flags & os.O_TRUNC and flags & os.O_ACCMODE != os.O_RDONLY:
             self.truncate(path, 0, fh)
         return fh
+
+    def direct_io(self, fh: int) -> bool:
+        """Whether the kernel should serve this open file without its page cache."""
+        h = self._handles.get(fh)
+        return h is not None and h.direct_io
 
     def create(self, path: str, mode: int, flags: int = os.O_WRONLY) -> int:
         self._check(path, write=True)
         self._writable()
         lower_parent, name = self._new_entry(path)
         lower = os.path.join(lower_parent, name)
-        fd = self._open_lower(lower, (flags | os.O_CREAT) & ~os.O_TRUNC, mode)
+        fd = self._as_caller(self._open_lower, lower, (flags | os.O_CREAT) & ~os.O_TRUNC, mode)
         st = os.fstat(fd)
-        fh = self._new_handle(fd, path, lower, st)
+        fh = self._new_handle(fd, path, lower, st, append=bool(flags & os.O_APPEND))
         if st.st_size:  # create on an existing file truncates it (O_TRUNC semantics)
             self.truncate(path, 0, fh)
         return fh
@@ -722,9 +831,14 @@ class VolumeOps:
             _drop_setid(h.fd)
         with f.lock:
             size = self._plain_size(h)
+            if h.append:
+                offset = size
+            if offset + len(view) > MAX_FILE_SIZE:
+                raise _err(errno.EFBIG)
             if offset > size:
                 self._extend(h, f, size, offset)
             self._write_at(h, f, view, offset, max(size, offset))
+        self._changed(h.key, path)
         return len(view)
 
     def _extend(self, h: _Handle, f: _File, size: int, target: int) -> None:
@@ -793,6 +907,8 @@ class VolumeOps:
     def truncate(self, path: str, length: int, fh: int | None = None) -> int:
         self._check(path, write=True)
         self._writable()
+        if length > MAX_FILE_SIZE:
+            raise _err(errno.EFBIG)
         if fh is None:
             fh = self.open(path, os.O_WRONLY)
             try:
@@ -819,6 +935,7 @@ class VolumeOps:
                     block = self._read_blocks(h, cipher, last, last)[:keep]
                     os.pwrite(h.fd, cipher.seal(last, block), content.block_offset(last))
                 os.ftruncate(h.fd, content.lower_size(length))
+        self._changed(h.key, path)
         return 0
 
     def fallocate(self, path: str, mode: int, offset: int, size: int, fh: int) -> int:
@@ -849,6 +966,7 @@ class VolumeOps:
         except names.BadName:
             raise _err(errno.ENOTSUP) from None
         os.setxattr(self._lower(path), lower_name, self.xattrs.seal_value(lower_name, value), options, follow_symlinks=False)
+        self._changed_path(path)
         return 0
 
     def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
@@ -883,4 +1001,5 @@ class VolumeOps:
         except names.BadName:
             raise _err(errno.ENODATA) from None
         os.removexattr(self._lower(path), lower_name, follow_symlinks=False)
+        self._changed_path(path)
         return 0

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from strongroom.fs import fuseio
+from strongroom.fs.creds import CallerCredentials
 from strongroom.fs.fuse_ops import VolumeOps
 from strongroom.fs.keys import VolumeKeys
+from strongroom.fs.links import HardLinkNames
 
 os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")  # mfusepy would take libfuse2 if it were installed
 
@@ -136,10 +138,34 @@ class _Ops(VolumeOps):
             config.attr_timeout = self.attr_timeout
             config.negative_timeout = self.entry_timeout
             config.use_ino = 1
+        self.invalidate = _invalidator()
         self.served = True
         threading.Thread(target=_after_mount, args=(self.mountpoint, self.took_killpriv), daemon=True).start()
         if self.on_mounted is not None:
             self.on_mounted()
+
+
+def _invalidator() -> Callable[[str], object]:
+    """From the init callback: a function making the kernel drop the attributes and pages it
+    caches for a plaintext path (libfuse's fuse_invalidate_path; a no-op for a path the kernel
+    holds no inode for).  A CDLL call: the GIL is released while the kernel waits, if it must, for
+    a request on that name to be answered by another thread."""
+    import ctypes
+
+    import mfusepy
+
+    lib = ctypes.CDLL(mfusepy._libfuse_path)
+    fn = lib.fuse_invalidate_path
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    fuse = lib.fuse_get_context
+    fuse.restype = ctypes.POINTER(mfusepy.fuse_context)
+    handle = fuse().contents.fuse
+
+    def invalidate(path: str) -> object:
+        return fn(handle, os.fsencode(path))
+
+    return invalidate
 
 
 def _tune_malloc() -> None:
@@ -349,6 +375,20 @@ def _fuse_class() -> Any:
             pack_stat(buf.contents, st, size)
             return 0
 
+        def utimens_fuse_3(self, path: bytes | None, buf: Any, fip: Any) -> int:
+            # mfusepy reads the times as plain numbers; UTIME_NOW and UTIME_OMIT (which libfuse
+            # passes in tv_nsec) must reach utimensat as they are.
+            if not buf:
+                return int(self.operations.utimens(None if path is None else path.decode(self.encoding, self.errors)))
+            a, m = buf.contents.actime, buf.contents.modtime
+            return int(
+                self.operations.set_times(
+                    None if path is None else path.decode(self.encoding, self.errors),
+                    (a.tv_sec, a.tv_nsec),
+                    (m.tv_sec, m.tv_nsec),
+                )
+            )
+
         def getxattr(self, path: bytes, name: bytes, value: Any, size: int, *args: Any) -> int:
             # Only user.* attributes are stored (xattrs.py).  The kernel asks for
             # security.capability before every write and ls -l for system.posix_acl_access on
@@ -363,6 +403,13 @@ def _fuse_class() -> Any:
             # the daemon's busy time in a tar extract); ours always takes the open flags.
             fi = fip.contents
             fi.fh = self.operations.create(path.decode(self.encoding, self.errors), mode, fi.flags)
+            return 0
+
+        def open(self, path: bytes, fip: Any) -> int:
+            fi = fip.contents
+            fi.fh = fh = self.operations.open(path.decode(self.encoding, self.errors), fi.flags)
+            if self.operations.direct_io(fh):
+                fi.direct_io = 1
             return 0
 
         def read(self, path: bytes | None, buf: Any, size: int, offset: int, fip: Any) -> int:
@@ -404,6 +451,7 @@ def _fuse_class() -> Any:
                 entries = self.operations.readdir_entries(None if path is None else path.decode(self.encoding, self.errors))
                 self._listings[fh] = entries
             plus = bool(flags & FUSE_READDIR_PLUS)
+            base_path = "" if path is None else path.decode(self.encoding, self.errors).rstrip("/") + "/"
             base, fill_flags = (_DIRENTPLUS_NAME, FUSE_FILL_DIR_PLUS) if plus else (_DIRENT_NAME, 0)
             st = mfusepy.c_stat()
             used = 0
@@ -414,7 +462,7 @@ def _fuse_class() -> Any:
                 if used > _READDIR_BUDGET:
                     break
                 if plus:
-                    found = self.operations.entry_stat(lower)
+                    found = self.operations.entry_stat(lower, (base_path + name) if path is not None else name)
                     if found is None:
                         continue  # removed since the listing was read
                     if pack_stat is not None:
@@ -458,6 +506,9 @@ def run(
         raise MountError(f"something is already mounted at {mountpoint}")
     ops = _Ops(str(volume), keys, long_name_max, read_only, derived_tweaks)
     ops.on_mounted = on_mounted
+    ops.context = _request_context()
+    ops.creds = CallerCredentials()
+    ops.links = HardLinkNames()
     ops.mountpoint = os.path.realpath(mountpoint)
     ops.attr_timeout = attr_timeout
     if os.environ.get("STRONGROOM_FS_NO_READDIRPLUS") == "1":  # names-only listings, for A/B runs
@@ -478,7 +529,6 @@ def run(
             reporter = DenialReporter(vid, report_to, learn.parent / f"acl-{vid}.spool.jsonl")
         ops.acl = acl.Enforcer(volume, keys.rules_mac, learn, reporter)
         ops.plus_listings = False
-        ops.context = _request_context()
         # The kernel answers cached lookups and attributes without asking the daemon: on a volume
         # with access rules they are cached for acl_timeout at most (0: every one is checked).
         ops.attr_timeout = min(attr_timeout, acl_timeout)
@@ -494,6 +544,9 @@ def run(
         options["ro"] = True
     logging.getLogger("mfusepy").setLevel(logging.WARNING)
     _tune_malloc()
+    # The kernel applied the caller's umask to the modes it sends; the daemon's own must not be
+    # applied on top (its private files are all made with explicit modes).
+    os.umask(0)
     if keep_warm:
         from strongroom.fs.warm import KeepWarm
 

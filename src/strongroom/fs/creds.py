@@ -1,0 +1,71 @@
+"""New lower entries owned by the caller: a request that creates an entry (a file, directory,
+symlink, FIFO, device node or socket) runs its lower system calls under the caller's file-system
+user and group ids, on the serving thread only.
+
+Linux keeps credentials per thread, and setfsuid(2)/setfsgid(2) and capset(2) change only the
+calling thread's (glibc broadcasts setuid/setgroups to every thread, but not these), so the
+daemon's other requests in flight keep running as root.  The lower file system then makes the
+entry exactly as it would for the caller: owner = fsuid; group = the parent's when the parent is
+set-group-ID (and a new directory inherits that bit), fsgid otherwise.  No chown follows, so there
+is no moment in which the entry exists under another owner.
+
+Changing the fsuid away from 0 drops the file-system capabilities (DAC_OVERRIDE, FOWNER, FSETID,
+MKNOD, ...) from the thread's effective set; they are raised again from the permitted set at
+once.  The kernel already decided, on the mount (``default_permissions``), whether the caller may
+make the entry, with the caller's full credentials (supplementary groups included); the lower
+checks would repeat that with fewer groups, and the lower mode stripping (set-group-ID in a
+set-group-ID directory) was already applied to the mode the kernel sent.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+_CAP_VERSION_3 = 0x20080522
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+class CallerCredentials:
+    """Runs a function under a caller's fsuid/fsgid on the calling thread.  Inactive (runs the
+    function as it is) when the daemon is not root: it could not give an entry away then anyway."""
+
+    def __init__(self) -> None:
+        self.uid, self.gid = os.geteuid(), os.getegid()
+        self.active = self.uid == 0
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self._caps = (_CapData * 2)()
+        if self.active:
+            header = _CapHeader(_CAP_VERSION_3, 0)
+            if self._libc.capget(ctypes.byref(header), self._caps) != 0:
+                self.active = False
+
+    def run_as(self, uid: int, gid: int, fn: Callable[..., T], *args: object) -> T:
+        if not self.active or (uid == self.uid and gid == self.gid):
+            return fn(*args)
+        libc = self._libc
+        try:
+            libc.setfsgid(gid)
+            libc.setfsuid(uid)
+            # setfsuid/setfsgid report no error; asking with an invalid id returns the current one
+            if libc.setfsuid(-1) != uid or libc.setfsgid(-1) != gid:
+                raise OSError(errno.EPERM, "cannot act as the caller")
+            header = _CapHeader(_CAP_VERSION_3, 0)
+            if libc.capset(ctypes.byref(header), self._caps) != 0:
+                raise OSError(ctypes.get_errno(), "cannot keep the daemon's capabilities")
+            return fn(*args)
+        finally:
+            libc.setfsuid(self.uid)  # back to 0: the kernel raises the file-system capabilities again
+            libc.setfsgid(self.gid)
