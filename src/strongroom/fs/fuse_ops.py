@@ -13,6 +13,7 @@ import ctypes
 import errno
 import logging
 import os
+import re
 import stat
 import threading
 from collections import OrderedDict
@@ -48,6 +49,10 @@ _AT_SYMLINK_NOFOLLOW = 0x100
 # What mknod may make: regular files, FIFOs, sockets, and device nodes (the kernel lets only
 # callers with CAP_MKNOD ask for those, as on ext4)
 _MKNOD_TYPES = frozenset({stat.S_IFREG, stat.S_IFIFO, stat.S_IFSOCK, stat.S_IFCHR, stat.S_IFBLK})
+# The name libfuse's path-based API moves a file to when it is unlinked (or renamed over) while
+# open, so it can still address it by path (fuse.c, hidden_name).  The daemon unlinks the lower
+# file at once instead, as ext4 would, and serves that name from a descriptor (see rename).
+_HIDDEN = re.compile(r"\.fuse_hidden[0-9a-f]{16}")
 
 
 def _err(code: int) -> OSError:
@@ -166,6 +171,8 @@ class VolumeOps:
         # the kernel drop what it caches for one name.
         self.links: HardLinkNames | None = None
         self.invalidate: Callable[[str], object] = _ignore
+        # libfuse's hidden name of an open, unlinked file -> the daemon's descriptor of it
+        self._hidden: dict[str, int] = {}
         # () -> whether the kernel asked, with the request being served, for set-id bits to be
         # cleared; it asks only when the mount took that job over from it (fuseio.py)
         self.kill_requested: Callable[[], int] = _never
@@ -264,6 +271,16 @@ class VolumeOps:
         lower_parent, name, _ = self._entry(path)
         return os.path.join(lower_parent, name)
 
+    def _node(self, path: str) -> tuple[str | int, bool]:
+        """(what a call addressed by path works on, whether that is a descriptor): the lower
+        entry's path (a symlink itself, not followed), or, for a file unlinked while open, the
+        daemon's descriptor of it."""
+        if self._hidden:
+            fd = self._hidden.get(path)
+            if fd is not None:
+                return fd, True
+        return self._lower(path), False
+
     def _forget_dirs(self, path: str | None = None) -> None:
         """Drop a directory's cached lower path and tweak (all directories' if ``path`` is None)."""
         with self._lock:
@@ -331,6 +348,9 @@ class VolumeOps:
             h = self._handles[fh]
             st = os.fstat(h.fd)
             return st, self._reported_size(st, h.path)
+        if self._hidden and path in self._hidden:
+            st = os.fstat(self._hidden[path])
+            return st, self._reported_size(st, path)
         lower = self._lower(path)
         st = os.lstat(lower)
         if st.st_nlink > 1 and self.links is not None and not stat.S_ISDIR(st.st_mode):
@@ -382,14 +402,15 @@ class VolumeOps:
     def chmod(self, path: str, mode: int) -> int:
         self._check(path, write=True)
         self._writable()
-        os.chmod(self._lower(path), mode)
+        os.chmod(self._node(path)[0], mode)
         self._changed_path(path)
         return 0
 
     def chown(self, path: str, uid: int, gid: int) -> int:
         self._check(path, write=True)
         self._writable()
-        os.chown(self._lower(path), uid, gid, follow_symlinks=False)
+        node, is_fd = self._node(path)
+        os.chown(node, uid, gid, follow_symlinks=is_fd)
         self._changed_path(path)
         return 0
 
@@ -405,7 +426,12 @@ class VolumeOps:
         self._check(path, write=True)
         self._writable()
         times = (_Timespec * 2)(_Timespec(*atime), _Timespec(*mtime))
-        if _libc.utimensat(_AT_FDCWD, os.fsencode(self._lower(path)), times, _AT_SYMLINK_NOFOLLOW) != 0:
+        node, is_fd = self._node(path)
+        if is_fd:
+            done = _libc.utimensat(node, None, times, 0)
+        else:
+            done = _libc.utimensat(_AT_FDCWD, os.fsencode(str(node)), times, _AT_SYMLINK_NOFOLLOW)
+        if done != 0:
             raise _err(ctypes.get_errno())
         self._changed_path(path)
         return 0
@@ -548,6 +574,9 @@ class VolumeOps:
     def unlink(self, path: str) -> int:
         self._check(path, write=True)
         self._writable()
+        if self._hidden and path in self._hidden:  # the last close of a file unlinked while open
+            os.close(self._hidden.pop(path))
+            return 0
         lower_parent, name, _ = self._entry(path)
         os.unlink(os.path.join(lower_parent, name))
         self._remove_sidecar(lower_parent, name)
@@ -559,6 +588,10 @@ class VolumeOps:
         self._check(old, write=True)
         self._check(new, write=True)
         self._writable()
+        if self._hidden and old in self._hidden:
+            raise _err(errno.ENOENT)  # an unlinked file has no name to move
+        if _HIDDEN.fullmatch(new.rpartition("/")[2]) and self._hide(old, new):
+            return 0
         old_parent, old_name, _ = self._entry(old)
         new_parent, new_name = self._new_entry(new)
         old_lower = os.path.join(old_parent, old_name)
@@ -588,6 +621,31 @@ class VolumeOps:
             self._changed(replaced)
         return 0
 
+    def _hide(self, path: str, hidden: str) -> bool:
+        """libfuse moving an open file out of the way of an unlink (or of a rename over it):
+        unlink the lower file now, as ext4 would (its listing, its directory's emptiness and its
+        link count change at once), and serve ``hidden`` from a descriptor until libfuse's own
+        unlink of that name at the last close.  False if ``path`` is no open file (a caller's own
+        rename to such a name, done as asked)."""
+        lower_parent, name, _ = self._entry(path)
+        lower = os.path.join(lower_parent, name)
+        try:
+            st = os.lstat(lower)
+        except FileNotFoundError:
+            return False
+        key = (st.st_dev, st.st_ino)
+        with self._lock:
+            held = next((h.fd for h in self._handles.values() if h.key == key), None)
+            if held is None:
+                return False
+            fd = os.dup(held)
+        os.unlink(lower)
+        self._remove_sidecar(lower_parent, name)
+        self._hidden[hidden] = fd
+        if self.links is not None:
+            self._changed(self.links.removed(path))
+        return True
+
     def _keep_tweak(self, path: str, lower: str) -> None:
         """Before a directory moves: a derived tweak would change with its name, so it is stored
         in the directory (durably) first, and every name inside stays readable."""
@@ -609,6 +667,8 @@ class VolumeOps:
         self._check(target, write=True)
         self._check(source, write=True)
         self._writable()
+        if self._hidden and source in self._hidden:
+            raise _err(errno.ENOENT)
         new_parent, new_name = self._new_entry(target)
         lower = os.path.join(new_parent, new_name)
         os.link(self._lower(source), lower)
@@ -616,7 +676,9 @@ class VolumeOps:
             st = os.lstat(lower)
             key = (st.st_dev, st.st_ino)
             self.links.seen(key, source, target)
-            self._changed(key, source, target)  # the kernel updates the source's cache itself
+            # The new name's attributes come with this reply; every other name's link count changed
+            # (the source's too: under the path-based API it is another kernel inode).
+            self._changed(key, target)
         return 0
 
     def symlink(self, target: str, source: str) -> int:
@@ -683,7 +745,8 @@ class VolumeOps:
 
     def open(self, path: str, flags: int) -> int:
         self._check(path, write=flags & os.O_ACCMODE != os.O_RDONLY or bool(flags & os.O_TRUNC))
-        lower = self._lower(path)
+        node, is_fd = self._node(path)
+        lower = f"/proc/self/fd/{node}" if is_fd else str(node)  # reopened through /proc when unlinked
         fd = self._open_lower(lower, flags)
         st = os.fstat(fd)
         fh = self._new_handle(fd, path, lower, st, append=bool(flags & os.O_APPEND))
@@ -965,7 +1028,8 @@ class VolumeOps:
             lower_name = self.xattrs.lower_name(name)
         except names.BadName:
             raise _err(errno.ENOTSUP) from None
-        os.setxattr(self._lower(path), lower_name, self.xattrs.seal_value(lower_name, value), options, follow_symlinks=False)
+        node, is_fd = self._node(path)
+        os.setxattr(node, lower_name, self.xattrs.seal_value(lower_name, value), options, follow_symlinks=is_fd)
         self._changed_path(path)
         return 0
 
@@ -975,7 +1039,8 @@ class VolumeOps:
             lower_name = self.xattrs.lower_name(name)
         except names.BadName:
             raise _err(errno.ENODATA) from None
-        sealed = os.getxattr(self._lower(path), lower_name, follow_symlinks=False)
+        node, is_fd = self._node(path)
+        sealed = os.getxattr(node, lower_name, follow_symlinks=is_fd)
         try:
             return self.xattrs.open_value(lower_name, sealed)
         except Exception:  # noqa: BLE001 - any failure to open is damage
@@ -985,7 +1050,8 @@ class VolumeOps:
     def listxattr(self, path: str) -> list[str]:
         self._check(path)
         out = []
-        for lower_name in os.listxattr(self._lower(path), follow_symlinks=False):
+        node, is_fd = self._node(path)
+        for lower_name in os.listxattr(node, follow_symlinks=is_fd):
             if lower_name.startswith("user.sr."):
                 try:
                     out.append(self.xattrs.plain_name(lower_name))
@@ -1000,6 +1066,7 @@ class VolumeOps:
             lower_name = self.xattrs.lower_name(name)
         except names.BadName:
             raise _err(errno.ENODATA) from None
-        os.removexattr(self._lower(path), lower_name, follow_symlinks=False)
+        node, is_fd = self._node(path)
+        os.removexattr(node, lower_name, follow_symlinks=is_fd)
         self._changed_path(path)
         return 0
