@@ -48,8 +48,9 @@ def _shared_mount() -> tuple[Path, Mount]:
 
 
 def _run(suite: Path, m: Mount) -> None:
+    m.mnt.chmod(0o755)  # the suite's other users work in directories it makes here
     work = m.mnt / "pjdfstest"
-    work.mkdir()
+    work.mkdir(mode=0o755)
     result = pjdfstest.run(suite, work)
     assert result.files >= 230 and result.tests >= 8500, f"the suite did not run whole:\n{result.output[-3000:]}"
     assert not result.broken, result.broken
