@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import json
 import os
+import stat
 import struct
 from pathlib import Path
 from typing import Any
@@ -67,16 +68,21 @@ def unlock(config: dict[str, Any], passphrase: str) -> dict[str, bytes]:
     return keys
 
 
-def decrypt_file(lower: bytes, kek: bytes, volume_id: bytes) -> bytes:
-    """§5."""
+def decrypt_file(lower: bytes, kek: bytes, volume_id: bytes, holes: bool = False) -> bytes:
+    """§5; ``holes``: version 3, where every block but the last may be a hole (4,124 zero bytes)."""
     if not lower:
         return b""
     assert lower[:4] == b"SRF1" and struct.unpack(">HH", lower[4:8]) == (1, 0)
     file_id = lower[8:24]
     file_key = OPEN(kek, b"strongroom/v1/file\x00" + volume_id + lower[:24], lower[24:84])
     out = []
-    for i, start in enumerate(range(84, len(lower), 4124)):
-        out.append(OPEN(file_key, file_id + struct.pack(">Q", i), lower[start : start + 4124]))
+    starts = range(84, len(lower), 4124)
+    for i, start in enumerate(starts):
+        block = lower[start : start + 4124]
+        if holes and i < len(starts) - 1 and block == bytes(4124):
+            out.append(bytes(4096))
+            continue
+        out.append(OPEN(file_key, file_id + struct.pack(">Q", i), block))
     return b"".join(out)
 
 
@@ -104,7 +110,7 @@ def directory_tweak(lower_dir: Path, parent_tweak: bytes | None, version: int) -
 
 def read_tree(volume: Path, passphrase: str) -> dict[str, bytes | None]:
     """§3-§6: every plaintext path of a volume -> the file's plaintext (None for a directory,
-    b"-> " + target for a symlink)."""
+    b"-> " + target for a symlink, b"special " + its octal type for a FIFO, socket or device)."""
     config = json.loads((volume / "strongroom.volume.json").read_text())
     keys = unlock(config, passphrase)
     out: dict[str, bytes | None] = {}
@@ -123,8 +129,10 @@ def read_tree(volume: Path, passphrase: str) -> dict[str, bytes | None]:
             elif entry.is_dir():
                 out[path] = None
                 walk(entry, path, tweak)
-            else:
-                out[path] = decrypt_file(entry.read_bytes(), keys["kek"], keys["volume_id"])
+            elif entry.is_file():
+                out[path] = decrypt_file(entry.read_bytes(), keys["kek"], keys["volume_id"], config["version"] >= 3)
+            else:  # a FIFO, socket or device node: its lower entry is the special file itself
+                out[path] = b"special " + oct(stat.S_IFMT(entry.lstat().st_mode)).encode()
 
     walk(volume, "", None)
     return out

@@ -103,8 +103,8 @@ def test_config_tampering_is_refused() -> None:
     with pytest.raises(config.ConfigError, match="do not open"):
         config.VolumeConfig.from_json(bad).unlock_passphrase(V["passphrase"])
     bad = json.loads(json.dumps(V["config"]))
-    bad["version"] = 3
-    with pytest.raises(config.ConfigError, match="version 3; this Strongroom reads versions 1 and 2"):
+    bad["version"] = 4
+    with pytest.raises(config.ConfigError, match="version 4; this Strongroom reads versions 1, 2 and 3"):
         config.VolumeConfig.from_json(bad)
     bad["version"] = 2  # the vectors' volume is version 1: the version is a parameter params_mac covers
     with pytest.raises(config.ConfigError, match="parameters were changed"):

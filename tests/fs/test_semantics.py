@@ -303,30 +303,6 @@ def test_hard_links_are_exact_at_once_with_attr_timeout_zero(tmp_path: Path) -> 
         m.stop()
 
 
-def test_fallocate(vol: Mount) -> None:
-    p = vol.mnt / "alloc"
-    p.write_bytes(b"head")
-    fd = os.open(p, os.O_RDWR)
-    try:
-        os.posix_fallocate(fd, 0, 10_000)  # grows the file: the new range reads as zeros
-        assert os.fstat(fd).st_size == 10_000
-        assert os.pread(fd, 10_000, 0) == b"head" + bytes(9_996)
-        os.posix_fallocate(fd, 100, 50)  # inside the file: reserves, changes nothing
-        assert os.pread(fd, 10_000, 0) == b"head" + bytes(9_996)
-    finally:
-        os.close(fd)
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    fd = os.open(p, os.O_RDWR)
-    try:
-        punch = 0x02 | 0x01  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE: would need a hole
-        assert libc.fallocate(fd, punch, ctypes.c_long(0), ctypes.c_long(4096)) == -1
-        assert ctypes.get_errno() == errno.EOPNOTSUPP
-    finally:
-        os.close(fd)
-
-
 def test_stat_reports_the_mounts_preferred_io_size(vol: Mount) -> None:
     """cp and stdio size their buffers by st_blksize: the mount's 1 MiB requests, not the lower 4 KiB."""
     from strongroom.fs.fuse_ops import MAX_REQUEST

@@ -77,12 +77,22 @@ long sr_seal_blocks(const unsigned char *key, const unsigned char *file_id, uint
     return at;
 }
 
+/* Whether n bytes at p are all zero. */
+static int all_zero(const unsigned char *p, size_t n)
+{
+    return n > 0 && p[0] == 0 && memcmp(p, p + 1, n - 1) == 0;
+}
+
 /* Opens len bytes of consecutive sealed blocks into out; returns the plaintext bytes written.
+ * A full-size block numbered below hole_limit whose stored bytes are all zero is a hole (format
+ * version 3): it opens to 4096 zero bytes.  (No sealed block is all zero: its first byte, the
+ * nonce's, is checked before anything else, so a sealed block costs one comparison.)
  * On a block that does not authenticate (or is too short to hold a nonce, a byte and a tag)
  * returns -2 with *bad set to its number; -1 if OpenSSL failed otherwise.  The caller must not
  * use out on failure: blocks before the bad one were written. */
 long sr_open_blocks(const unsigned char *key, const unsigned char *file_id, uint64_t first,
-                    const unsigned char *sealed, size_t len, unsigned char *out, uint64_t *bad)
+                    const unsigned char *sealed, size_t len, unsigned char *out, uint64_t *bad,
+                    uint64_t hole_limit)
 {
     EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
     unsigned char aad[24];
@@ -103,6 +113,11 @@ long sr_open_blocks(const unsigned char *key, const unsigned char *file_id, uint
             return -2;
         }
         size_t m = c - SR_NONCE - SR_TAG;
+        if (first + k < hole_limit && c == cblock && all_zero(src, cblock)) {
+            memset(out + at, 0, SR_BLOCK);
+            at += SR_BLOCK;
+            continue;
+        }
         put_be64(aad + 16, first + k);
         if (EVP_DecryptInit_ex(ctx, NULL, NULL, NULL, src) != 1 ||
             EVP_DecryptUpdate(ctx, NULL, &n, aad, sizeof aad) != 1 ||

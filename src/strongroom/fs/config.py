@@ -20,8 +20,10 @@ from strongroom.fs.names import LONG_NAME_MAX, b64u, unb64u
 
 CONFIG = "strongroom.volume.json"
 FORMAT = "strongroom-volume"
-VERSION = 2  # what new volumes are written as
-READABLE = (1, 2)  # version 1: every directory stores its tweak (docs/FORMAT.md §6)
+VERSION = 3  # what new volumes are written as
+# version 1: every directory stores its tweak (FORMAT.md §6); before version 3, files have no
+# holes (§5)
+READABLE = (1, 2, 3)
 
 
 class ConfigError(Exception):
@@ -93,6 +95,11 @@ class VolumeConfig:
         """Whether directories made on this volume derive their tweak instead of storing one."""
         return self.version >= 2
 
+    @property
+    def holes(self) -> bool:
+        """Whether a file's blocks other than its last may be holes (all-zero, never written)."""
+        return self.version >= 3
+
     # -- creating and storing ------------------------------------------------------------
     @classmethod
     def new(cls, vk: keys.VolumeKeys, sources: list[dict[str, Any]]) -> VolumeConfig:
@@ -139,7 +146,7 @@ class VolumeConfig:
             if raw["format"] != FORMAT:
                 raise ConfigError(f"{where} is not a Strongroom volume config")
             if raw["version"] not in READABLE:
-                versions = " and ".join(map(str, READABLE))
+                versions = ", ".join(map(str, READABLE[:-1])) + f" and {READABLE[-1]}"
                 raise ConfigError(f"{where} has format version {raw['version']}; this Strongroom reads versions {versions}")
             if raw["cipher"] != "AES-256-GCM" or raw["block_size"] != 4096 or raw["names"] != "AES-256-SIV":
                 raise ConfigError(f"{where} names parameters this Strongroom does not support")

@@ -30,6 +30,8 @@ CBLOCK = BLOCK + OVERHEAD  # 4124
 END_INDEX = b"\xff" * 8  # the block number of a standalone file's end marker
 END_MARKER = NONCE + 8 + TAG
 MAX_BLOCKS_PER_KEY = 1 << 32  # random 96-bit nonces: SP 800-38D's bound per key
+ZERO_BLOCK = bytes(BLOCK)
+ZERO_CBLOCK = bytes(CBLOCK)  # a hole, as a lower file stores it (format version 3)
 
 
 class DamagedFile(Exception):
@@ -177,11 +179,13 @@ class FileCipher:
                 break
         return done, at
 
-    def open_into(self, first: int, ciphertext: memoryview, out: memoryview) -> int:
-        """Like open, written into ``out``; returns the plaintext bytes written."""
+    def open_into(self, first: int, ciphertext: memoryview, out: memoryview, hole_limit: int = 0) -> int:
+        """Like open, written into ``out``; returns the plaintext bytes written.  Full-size blocks
+        numbered below ``hole_limit`` whose stored bytes are all zero are holes and open to zeros
+        (a version-3 volume's file: every block but its last may be one)."""
         if self._native is not None:
             try:
-                return native.open_(self._native, self._key, self.file_id, first, ciphertext, out)
+                return native.open_(self._native, self._key, self.file_id, first, ciphertext, out, hole_limit)
             except native.BadBlock as e:
                 what = "is truncated" if _is_short_tail(len(ciphertext), e.block - first) else "does not authenticate"
                 raise DamagedFile(f"block {e.block} {what}", block=e.block) from None
@@ -192,6 +196,9 @@ class FileCipher:
         try:
             for k in range(whole):  # the hot loop: full blocks, no allocation but the AAD's bytes
                 s = k * CBLOCK
+                if first + k < hole_limit and ciphertext[s] == 0 and ciphertext[s : s + CBLOCK] == ZERO_CBLOCK:
+                    out[k * BLOCK : (k + 1) * BLOCK] = ZERO_BLOCK
+                    continue
                 pack_into(">Q", aad, 16, first + k)
                 dec(ciphertext[s : s + NONCE], ciphertext[s + NONCE : s + CBLOCK], aad, out[k * BLOCK : (k + 1) * BLOCK])
             at = whole * BLOCK
@@ -220,19 +227,23 @@ class FileCipher:
         if size != plain_size:
             raise DamagedFile(f"the file was cut: {plain_size} of {size} bytes are here")
 
-    def open(self, first: int, ciphertext: bytes | memoryview) -> bytes:
-        """The plaintext of consecutive sealed blocks starting at block ``first``."""
+    def open(self, first: int, ciphertext: bytes | memoryview, hole_limit: int = 0) -> bytes:
+        """The plaintext of consecutive sealed blocks starting at block ``first`` (holes below
+        ``hole_limit`` as in open_into)."""
         view = memoryview(ciphertext)
         if self._native is not None:
             whole, rest = divmod(len(view), CBLOCK)
             out_buf = bytearray(whole * BLOCK + max(0, rest - OVERHEAD))
-            return bytes(out_buf[: self.open_into(first, view, memoryview(out_buf))])
+            return bytes(out_buf[: self.open_into(first, view, memoryview(out_buf), hole_limit)])
         out = []
         fid, dec = self.file_id, self._gcm.decrypt
         for k, start in enumerate(range(0, len(view), CBLOCK)):
             chunk = view[start : start + CBLOCK]
             if len(chunk) <= OVERHEAD:
                 raise DamagedFile(f"block {first + k} is truncated", block=first + k)
+            if first + k < hole_limit and chunk == ZERO_CBLOCK:
+                out.append(ZERO_BLOCK)
+                continue
             try:
                 out.append(dec(chunk[:NONCE], chunk[NONCE:], fid + (first + k).to_bytes(8, "big")))
             except InvalidTag:

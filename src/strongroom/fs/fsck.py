@@ -41,9 +41,12 @@ class Report:
 
 
 class Checker:
-    def __init__(self, volume: Path, keys: VolumeKeys, long_name_max: int, derived_tweaks: bool = True) -> None:
+    def __init__(
+        self, volume: Path, keys: VolumeKeys, long_name_max: int, derived_tweaks: bool = True, holes: bool = True
+    ) -> None:
         self.volume = volume
         self.derived_tweaks = derived_tweaks  # format version 2 (FORMAT.md §6)
+        self.holes = holes  # format version 3: every block of a file but its last may be a hole (§5)
         self.keys = keys
         self.names = names.NameCipher(keys.names, long_name_max)
         self.xattrs = XattrCipher(keys.xattr_names, keys.xattr_values)
@@ -112,8 +115,11 @@ class Checker:
         size = lower.stat().st_size
         if size == 0:
             return
+        hole_limit = 0
         try:
-            content.plain_size(size)
+            plain_size = content.plain_size(size)
+            if self.holes:
+                hole_limit = (plain_size - 1) // content.BLOCK
         except content.DamagedFile as e:
             self._problem(lower, plain, str(e))
         with open(lower, "rb") as f:
@@ -125,13 +131,13 @@ class Checker:
             cipher = content.FileCipher(header)
             for first, chunk in self._pieces(f):
                 try:
-                    cipher.open(first, chunk)
+                    cipher.open(first, chunk, hole_limit)
                     self.report.blocks += -(-len(chunk) // content.CBLOCK)
                 except content.DamagedFile:
                     for k, start in enumerate(range(0, len(chunk), content.CBLOCK)):  # which blocks
                         self.report.blocks += 1
                         try:
-                            cipher.open(first + k, chunk[start : start + content.CBLOCK])
+                            cipher.open(first + k, chunk[start : start + content.CBLOCK], hole_limit)
                         except content.DamagedFile as e:
                             self._problem(lower, plain, str(e))
 

@@ -76,6 +76,60 @@ def _drop_setid(fd: int) -> None:
         os.fchmod(fd, stat.S_IMODE(mode) & ~drop)
 
 
+FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE = 0x01, 0x02, 0x10
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.utimensat.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(_Timespec), ctypes.c_int]
+_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+
+
+def _fallocate(fd: int, mode: int, offset: int, length: int) -> None:
+    if length > 0 and _libc.fallocate(fd, mode, offset, length) != 0:
+        raise _err(ctypes.get_errno())
+
+
+def _pwrite_all(fd: int, bufs: list[memoryview], offset: int) -> None:
+    """One pwritev that must write everything: a short count is a full disk."""
+    if os.pwritev(fd, bufs, offset) != sum(len(b) for b in bufs):
+        raise _err(errno.ENOSPC)
+
+
+def _seek(fd: int, offset: int, whence: int, size: int) -> int:
+    """SEEK_DATA/SEEK_HOLE over a file with holes, from the lower file's own holes: a block is a
+    hole only if its whole lower range lies in one (lower holes are in the lower file system's
+    units, not aligned to the 4,124-byte blocks).  The last block is always data."""
+    bs, cb = content.BLOCK, content.CBLOCK
+    last = (size - 1) // bs
+    k = offset // bs
+
+    def lower_seek(pos: int, how: int) -> int:
+        try:
+            return os.lseek(fd, pos, how)
+        except OSError as e:
+            if e.errno != errno.ENXIO:
+                raise
+            return content.block_offset(last + 1)  # past the last block: nothing more
+
+    if whence == os.SEEK_DATA:
+        q = lower_seek(content.block_offset(k), os.SEEK_DATA)
+        return max(offset, min(last, max(k, (q - content.HEADER) // cb)) * bs)
+    pos = content.block_offset(k)
+    while True:
+        q = lower_seek(pos, os.SEEK_HOLE)
+        j = max(k, -(-(q - content.HEADER) // cb))  # the first block starting in that hole
+        if j >= last:
+            return size
+        r = lower_seek(content.block_offset(j), os.SEEK_DATA)
+        if r >= content.block_offset(j + 1):
+            return max(offset, j * bs)
+        pos = max(r, content.block_offset(j) + 1)
+
+
 def _kind(entry: os.DirEntry[str]) -> int:
     """A listed entry's file type, from its directory entry (a stat only for special files)."""
     if entry.is_dir(follow_symlinks=False):
@@ -125,13 +179,6 @@ class _Handle:
     direct_io: bool = False
 
 
-class _Timespec(ctypes.Structure):
-    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.utimensat.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(_Timespec), ctypes.c_int]
-
 
 class VolumeOps:
     """The mfusepy Operations of one mounted volume."""
@@ -145,12 +192,15 @@ class VolumeOps:
         long_name_max: int = names.LONG_NAME_MAX,
         read_only: bool = False,
         derived_tweaks: bool = True,
+        holes: bool = True,
     ) -> None:
         self.root = os.path.abspath(lower_root)
         self.keys = keys
         self.read_only = read_only
         # Format version 2: a new directory's tweak is derived, not stored (FORMAT.md §6).
         self.derived_tweaks = derived_tweaks
+        # Format version 3: blocks never written are holes in the lower file (FORMAT.md §5).
+        self.holes = holes
         self.names = names.NameCipher(keys.names, long_name_max)
         self.xattrs = XattrCipher(keys.xattr_names, keys.xattr_values)
         self._lock = threading.Lock()  # guards the tables below
@@ -161,6 +211,7 @@ class VolumeOps:
         self._handles: dict[int, _Handle] = {}
         self._next_fh = 1
         self._logged: set[tuple[str, int | None]] = set()
+        self._unsupported_logged: set[str] = set()
         self._tls = threading.local()
         self.acl: Any = None  # an acl.Enforcer on mounts with access rules
         self.context: Any = None  # () -> (uid, gid, pid) of the FUSE request being served
@@ -807,23 +858,16 @@ class VolumeOps:
             raise _err(errno.EBADF)
         return f
 
-    def _cipher(self, h: _Handle, f: _File, create: bool) -> content.FileCipher | None:
-        """The file's cipher, reading its header (or writing a new one, if ``create``)."""
+    def _cipher(self, h: _Handle, f: _File) -> content.FileCipher:
+        """The cipher of a non-empty file, from its header (read once per open file)."""
         if f.cipher is not None:
             return f.cipher
-        size = os.fstat(h.fd).st_size
-        if size == 0:
-            if not create:
-                return None
-            header = content.FileHeader.fresh()
-            os.pwrite(h.fd, header.encode(self.keys.kek, self.keys.volume_id), 0)
-        else:
-            raw = os.pread(h.fd, content.HEADER, 0)
-            try:
-                header = content.FileHeader.decode(raw, self.keys.kek, self.keys.volume_id)
-            except content.DamagedFile as e:
-                self._damage(h.path, None, str(e))
-                raise _err(errno.EIO) from None
+        raw = os.pread(h.fd, content.HEADER, 0)
+        try:
+            header = content.FileHeader.decode(raw, self.keys.kek, self.keys.volume_id)
+        except content.DamagedFile as e:
+            self._damage(h.path, None, str(e))
+            raise _err(errno.EIO) from None
         f.cipher = content.FileCipher(header)
         return f.cipher
 
@@ -843,20 +887,23 @@ class VolumeOps:
             setattr(self._tls, name, buf)
         return memoryview(buf)
 
-    def _open_blocks(self, h: _Handle, cipher: content.FileCipher, first: int, last: int, out: memoryview) -> int:
-        """Decrypt blocks first..last (those that exist) into ``out``; returns the bytes written."""
+    def _hole_limit(self, size: int) -> int:
+        """Blocks numbered below this may be holes: every block but a file's last, on a volume
+        whose format allows holes (FORMAT.md §5)."""
+        return (size - 1) // content.BLOCK if self.holes and size else 0
+
+    def _open_blocks(
+        self, h: _Handle, cipher: content.FileCipher, first: int, last: int, out: memoryview, size: int
+    ) -> int:
+        """Decrypt blocks first..last (those that exist) of a file of plaintext size ``size`` into
+        ``out``; returns the bytes written."""
         raw = self._scratch("raw", (last - first + 1) * content.CBLOCK)[: (last - first + 1) * content.CBLOCK]
         n = os.preadv(h.fd, [raw], content.block_offset(first))
         try:
-            return cipher.open_into(first, raw[:n], out)
+            return cipher.open_into(first, raw[:n], out, self._hole_limit(size))
         except content.DamagedFile as e:
             self._damage(h.path, e.block, str(e))
             raise _err(errno.EIO) from None
-
-    def _read_blocks(self, h: _Handle, cipher: content.FileCipher, first: int, last: int) -> bytes:
-        out = self._scratch("plain", (last - first + 1) * content.BLOCK)
-        n = self._open_blocks(h, cipher, first, last, out)
-        return bytes(out[:n])
 
     def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
         out = bytearray(size)
@@ -873,14 +920,12 @@ class VolumeOps:
             end = min(plain, offset + len(dest))
             if offset >= end:
                 return 0
-            cipher = self._cipher(h, f, create=False)
-            if cipher is None:
-                return 0
+            cipher = self._cipher(h, f)
             first, last = offset // bs, (end - 1) // bs
             if offset % bs == 0 and (end % bs == 0 or end == plain):  # whole blocks: straight into dest
-                return self._open_blocks(h, cipher, first, last, dest[: end - offset])
+                return self._open_blocks(h, cipher, first, last, dest[: end - offset], plain)
             tmp = self._scratch("plain", (last - first + 1) * bs)
-            self._open_blocks(h, cipher, first, last, tmp)
+            self._open_blocks(h, cipher, first, last, tmp, plain)
             skip = offset - first * bs
             dest[: end - offset] = tmp[skip : skip + end - offset]
             return end - offset
@@ -898,73 +943,107 @@ class VolumeOps:
                 offset = size
             if offset + len(view) > MAX_FILE_SIZE:
                 raise _err(errno.EFBIG)
-            if offset > size:
-                self._extend(h, f, size, offset)
-            self._write_at(h, f, view, offset, max(size, offset))
+            if offset > size and not self.holes:
+                size = self._grow(h, f, size, offset)
+            self._write_at(h, f, view, offset, size)
         self._changed(h.key, path)
         return len(view)
 
-    def _extend(self, h: _Handle, f: _File, size: int, target: int) -> None:
-        """Grow the file to ``target`` with encrypted zeros (there are no holes: FORMAT.md §5)."""
-        zeros = memoryview(bytes(min(ZERO_PIECE, target - size)))
-        while size < target:
-            n = min(ZERO_PIECE, target - size)
-            self._write_at(h, f, zeros[:n], size, size)
-            size += n
+    def _grow(self, h: _Handle, f: _File, size: int, target: int) -> int:
+        """Grow the file to ``target`` bytes of zeros; returns the new size.  With holes: the old
+        last block is sealed at full length and the new last block written, and the blocks
+        between are left as holes (nothing written).  Without (format versions 1 and 2): every
+        new block is sealed zeros."""
+        if self.holes:
+            start = max(size, (target - 1) // content.BLOCK * content.BLOCK)
+            self._write_at(h, f, memoryview(content.ZERO_BLOCK)[: target - start], start, size)
+            return target
+        return self._write_zeros(h, f, size, target, size)
+
+    def _write_zeros(self, h: _Handle, f: _File, start: int, stop: int, size: int) -> int:
+        """Seal zeros over [start, stop), a piece at a time; returns the new size."""
+        zeros = memoryview(bytes(min(ZERO_PIECE, stop - start)))
+        while start < stop:
+            n = min(ZERO_PIECE, stop - start)
+            self._write_at(h, f, zeros[:n], start, size)
+            start += n
+            size = max(size, start)
+        return size
 
     def _write_at(self, h: _Handle, f: _File, data: memoryview, offset: int, size: int) -> None:
+        """Write ``data`` at ``offset`` into the file, whose plaintext size is ``size``.  An offset
+        past the end is for volumes with holes only: the old last block, if it was cut short, is
+        sealed again at full length, and the blocks between are left as holes."""
         if not len(data):
             return
-        if size == 0:  # an empty lower file: a new header and file key, written with the first blocks
-            assert offset == 0  # callers extend a file from its end, so an empty one from 0
-            return self._write_new(h, f, data)
-        cipher = self._cipher(h, f, create=True)
-        assert cipher is not None
         bs = content.BLOCK
         end = offset + len(data)
         first, last = offset // bs, (end - 1) // bs
+        if size:
+            cipher = self._cipher(h, f)
+            header = None
+        else:  # an empty file gets its header and file key with its first blocks
+            fresh = content.FileHeader.fresh()
+            cipher, header = content.FileCipher(fresh), fresh.encode(self.keys.kek, self.keys.volume_id)
+        pieces: list[tuple[int, memoryview]] = []  # (lower offset, sealed bytes)
+        old_last = (size - 1) // bs
+        if size % bs and first > old_last:  # the old last block, cut short, must become whole
+            pad = self._scratch("pad", bs)[:bs]
+            got = self._open_blocks(h, cipher, old_last, old_last, pad, size)
+            pad[got:] = content.ZERO_BLOCK[got:]
+            sealed = self._scratch("padsealed", content.CBLOCK)
+            pieces.append((content.block_offset(old_last), sealed[: cipher.seal_into(old_last, pad, sealed)]))
         if not (offset % bs == 0 and (end % bs == 0 or end >= size)):  # merge with surviving plaintext
             region_end = max(end, min(size, (last + 1) * bs))
             merged = self._scratch("merge", region_end - first * bs)[: region_end - first * bs]
-            head = offset > first * bs and first * bs < size  # the first block's head survives
-            if head:
-                self._open_blocks(h, cipher, first, first, merged)
-            if end < region_end and not (last == first and head):  # the last block's tail survives
-                self._open_blocks(h, cipher, last, last, merged[(last - first) * bs :])
-            merged[offset - first * bs : end - first * bs] = data
+            head = offset - first * bs
+            read_head = head and first * bs < size  # the first block's head survives
+            if read_head:
+                got = self._open_blocks(h, cipher, first, first, merged, size)
+                merged[got:head] = content.ZERO_BLOCK[got:head]  # past the old end: zeros
+            elif head:
+                merged[:head] = content.ZERO_BLOCK[:head]
+            if end < region_end and not (last == first and read_head):  # the last block's tail survives
+                self._open_blocks(h, cipher, last, last, merged[(last - first) * bs :], size)
+            merged[head : head + len(data)] = data
             data = merged
         out = self._scratch("sealed", content.sealed_size(len(data)))
-        n = cipher.seal_into(first, data, out)
-        start = content.block_offset(first)
-        lower_end = content.lower_size(size)  # `size` is the file's plaintext size: no second fstat
-        # What lies past the end is written first: if the disk fills, the file is cut back to its
-        # old end before anything was rewritten in place, so no block is ever left half old.
-        split = min(n, max(0, lower_end - start))
-        if split < n:
-            try:
-                if os.pwritev(h.fd, [out[split:n]], start + split) != n - split:
-                    raise _err(errno.ENOSPC)
-            except OSError:
-                os.ftruncate(h.fd, lower_end)
-                raise
-        if split and os.pwritev(h.fd, [out[:split]], start) != split:
-            raise _err(errno.EIO)
+        pieces.append((content.block_offset(first), out[: cipher.seal_into(first, data, out)]))
+        self._put(h, f, pieces, size, header, cipher)
 
-    def _write_new(self, h: _Handle, f: _File, data: memoryview) -> None:
-        """The first write into an empty file (at offset 0): header and blocks in one system call.
-        If the disk fills, the file is left empty, as it was."""
-        header = content.FileHeader.fresh()
-        cipher = content.FileCipher(header)
-        encoded = header.encode(self.keys.kek, self.keys.volume_id)
-        out = self._scratch("sealed", content.sealed_size(len(data)))
-        n = cipher.seal_into(0, data, out)
-        f.cipher = None
+    def _put(
+        self, h: _Handle, f: _File, pieces: list[tuple[int, memoryview]], size: int, header: bytes | None,
+        cipher: content.FileCipher,
+    ) -> None:
+        """Write sealed pieces into the lower file (plaintext size ``size`` before them; a new
+        file's ``header`` with them).  What lies past the old end is written first: if the disk
+        fills, the file is cut back to its old end before anything was rewritten in place, so no
+        block is ever left half old, and a new file is left empty."""
+        lower_end = content.lower_size(size)
+        beyond: list[tuple[int, memoryview]] = []
+        inside: list[tuple[int, memoryview]] = []
+        for at, buf in pieces:
+            split = min(len(buf), max(0, lower_end - at))
+            if split < len(buf):
+                beyond.append((at + split, buf[split:]))
+            if split:
+                inside.append((at, buf[:split]))
+        if header is not None:
+            f.cipher = None
         try:
-            if os.pwritev(h.fd, [encoded, out[:n]], 0) != len(encoded) + n:
-                raise _err(errno.ENOSPC)
+            if header is not None and beyond and beyond[0][0] == content.HEADER:  # one system call
+                _pwrite_all(h.fd, [memoryview(header), beyond[0][1]], 0)
+                beyond, header = beyond[1:], None
+            for at, buf in beyond:
+                _pwrite_all(h.fd, [buf], at)
+            if header is not None:
+                _pwrite_all(h.fd, [memoryview(header)], 0)
         except OSError:
-            os.ftruncate(h.fd, 0)
+            os.ftruncate(h.fd, lower_end)
             raise
+        for at, buf in inside:
+            if os.pwritev(h.fd, [buf], at) != len(buf):
+                raise _err(errno.EIO)
         f.cipher = cipher
 
     def truncate(self, path: str, length: int, fh: int | None = None) -> int:
@@ -988,37 +1067,91 @@ class VolumeOps:
                 os.ftruncate(h.fd, 0)
                 f.cipher = None  # the next write makes a new header and file key
             elif length > size:
-                self._extend(h, f, size, length)
+                self._grow(h, f, size, length)
             elif length < size:
-                cipher = self._cipher(h, f, create=False)
-                assert cipher is not None
+                cipher = self._cipher(h, f)
                 last = (length - 1) // content.BLOCK
                 keep = length - last * content.BLOCK
-                if keep < content.BLOCK:  # re-seal the new, shorter last block
-                    block = self._read_blocks(h, cipher, last, last)[:keep]
-                    os.pwrite(h.fd, cipher.seal(last, block), content.block_offset(last))
+                # the new last block is sealed again when it is cut short, or when it was a hole
+                # (a file's last block never is one)
+                if keep < content.BLOCK or self._is_hole(h, last, size):
+                    block = self._scratch("plain", content.BLOCK)
+                    self._open_blocks(h, cipher, last, last, block, size)
+                    os.pwrite(h.fd, cipher.seal(last, block[:keep]), content.block_offset(last))
                 os.ftruncate(h.fd, content.lower_size(length))
         self._changed(h.key, path)
         return 0
 
-    def fallocate(self, path: str, mode: int, offset: int, size: int, fh: int) -> int:
-        """Plain allocation (mode 0): the range is reserved on the lower filesystem and, past the
-        end, filled with encrypted zeros (there are no holes).  Other modes (keep-size, punching,
-        zeroing, collapsing ranges) would need holes or in-place shifts: EOPNOTSUPP."""
+    def _is_hole(self, h: _Handle, index: int, size: int) -> bool:
+        if index >= self._hole_limit(size):
+            return False
+        return os.pread(h.fd, content.CBLOCK, content.block_offset(index)) == content.ZERO_CBLOCK
+
+    def fallocate(self, path: str, mode: int, offset: int, length: int, fh: int) -> int:
+        """Allocation (mode 0, with or without FALLOC_FL_KEEP_SIZE): the lower range is reserved,
+        and without KEEP_SIZE a file shorter than the range grows to it.  PUNCH_HOLE (volumes
+        with holes) and ZERO_RANGE: the range reads as zeros from then on.  Collapsing,
+        inserting and unsharing ranges would move blocks to new numbers: EOPNOTSUPP."""
         self._writable()
-        if mode != 0:
+        keep = bool(mode & FALLOC_FL_KEEP_SIZE)
+        op = mode & ~FALLOC_FL_KEEP_SIZE
+        if op not in (0, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE) or (op == FALLOC_FL_PUNCH_HOLE and not self.holes):
+            self._unsupported(f"fallocate mode {mode:#x}")
             raise _err(errno.EOPNOTSUPP)
+        end = offset + length
+        if end > MAX_FILE_SIZE and not (keep or op == FALLOC_FL_PUNCH_HOLE):
+            raise _err(errno.EFBIG)
         h = self._handle(fh)
         f = self._file(h)
         with f.lock:
-            plain = self._plain_size(h)
-            end = offset + size
-            if end > plain:
-                self._extend(h, f, plain, end)
-            else:
-                lower_start = content.block_offset(offset // content.BLOCK)
-                os.posix_fallocate(h.fd, lower_start, content.lower_size(end) - lower_start)
+            size = self._plain_size(h)
+            if op != 0:
+                self._zero(h, f, size, offset, min(end, size), op)
+            if end > size and not keep and op != FALLOC_FL_PUNCH_HOLE:
+                size = self._grow(h, f, size, end)
+            if op == 0:
+                start = content.block_offset(offset // content.BLOCK)
+                _fallocate(h.fd, FALLOC_FL_KEEP_SIZE, start, content.block_offset((end - 1) // content.BLOCK + 1) - start)
+        self._changed(h.key, path)
         return 0
+
+    def _zero(self, h: _Handle, f: _File, size: int, start: int, stop: int, op: int) -> None:
+        """Make [start, stop) of the file (inside its size) read as zeros: whole blocks other than
+        the last become holes (PUNCH_HOLE deallocates them in the lower file, ZERO_RANGE keeps them
+        allocated), or, without holes, sealed zeros; partial blocks are sealed with zeros in them."""
+        if start >= stop:
+            return
+        bs = content.BLOCK
+        a = -(-start // bs)
+        b = min(stop // bs, (size - 1) // bs)  # the last block is never a hole
+        if a < b and self.holes:
+            lower = FALLOC_FL_PUNCH_HOLE if op == FALLOC_FL_PUNCH_HOLE else FALLOC_FL_ZERO_RANGE
+            _fallocate(h.fd, lower | FALLOC_FL_KEEP_SIZE, content.block_offset(a), (b - a) * content.CBLOCK)
+            self._write_zeros(h, f, start, a * bs, size)
+            self._write_zeros(h, f, b * bs, stop, size)
+        else:
+            self._write_zeros(h, f, start, stop, size)
+
+    def lseek(self, path: str, offset: int, whence: int, fh: int) -> int:
+        """SEEK_DATA and SEEK_HOLE (the kernel answers the other whences itself).  A hole is a
+        run of whole blocks whose lower range is a hole in the lower file; anything else,
+        including a block of sealed zeros, is data, as POSIX allows."""
+        if whence not in (os.SEEK_DATA, os.SEEK_HOLE):
+            raise _err(errno.EINVAL)
+        h = self._handle(fh)
+        f = self._file(h)
+        with f.lock:
+            size = self._plain_size(h)
+            if offset < 0 or offset >= size:
+                raise _err(errno.ENXIO)
+            if not self.holes:
+                return offset if whence == os.SEEK_DATA else size
+            return _seek(h.fd, offset, whence, size)
+
+    def _unsupported(self, what: str) -> None:
+        if what not in self._unsupported_logged:
+            self._unsupported_logged.add(what)
+            log.warning("answered EOPNOTSUPP: %s is not supported", what)
 
     # -- extended attributes -------------------------------------------------------------
     def setxattr(self, path: str, name: str, value: bytes, options: int, position: int = 0) -> int:

@@ -405,6 +405,13 @@ def _fuse_class() -> Any:
             fi.fh = self.operations.create(path.decode(self.encoding, self.errors), mode, fi.flags)
             return 0
 
+        def lseek(self, path: bytes | None, offset: int, whence: int, fip: Any) -> int:
+            return int(
+                self.operations.lseek(
+                    None if path is None else path.decode(self.encoding, self.errors), offset, whence, fip.contents.fh
+                )
+            )
+
         def open(self, path: bytes, fip: Any) -> int:
             fi = fip.contents
             fi.fh = fh = self.operations.open(path.decode(self.encoding, self.errors), fi.flags)
@@ -492,6 +499,7 @@ def run(
     report_to: Callable[[], Any] | None = None,
     acl_timeout: float = ACL_TIMEOUT,
     derived_tweaks: bool = True,
+    holes: bool = True,
     keep_warm: bool = True,
 ) -> None:
     """Serve the mount in this process until it is unmounted or SIGTERM/SIGINT arrives.
@@ -504,7 +512,7 @@ def run(
         raise MountError(f"{volume} is already mounted at {where}")
     if mounted_at(mountpoint) is not None:
         raise MountError(f"something is already mounted at {mountpoint}")
-    ops = _Ops(str(volume), keys, long_name_max, read_only, derived_tweaks)
+    ops = _Ops(str(volume), keys, long_name_max, read_only, derived_tweaks, holes)
     ops.on_mounted = on_mounted
     ops.context = _request_context()
     ops.creds = CallerCredentials()

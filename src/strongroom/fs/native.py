@@ -32,7 +32,7 @@ def lib() -> ctypes.CDLL | None:
     so.sr_seal_blocks.restype = ctypes.c_long
     so.sr_seal_blocks.argtypes = [ctypes.c_char_p, ctypes.c_char_p, u64, vp, size, ctypes.c_char_p, vp]
     so.sr_open_blocks.restype = ctypes.c_long
-    so.sr_open_blocks.argtypes = [ctypes.c_char_p, ctypes.c_char_p, u64, vp, size, vp, ctypes.POINTER(u64)]
+    so.sr_open_blocks.argtypes = [ctypes.c_char_p, ctypes.c_char_p, u64, vp, size, vp, ctypes.POINTER(u64), u64]
     so.sr_pread_seal.restype = ctypes.c_long
     so.sr_pread_seal.argtypes = [
         ctypes.c_int,
@@ -115,7 +115,11 @@ def pread_seal(
     return nread.value, n
 
 
-def open_(so: ctypes.CDLL, key: bytes, file_id: bytes, first: int, sealed: memoryview, out: memoryview) -> int:
+def open_(
+    so: ctypes.CDLL, key: bytes, file_id: bytes, first: int, sealed: memoryview, out: memoryview, hole_limit: int = 0
+) -> int:
+    """Open consecutive sealed blocks from block ``first``; blocks numbered below ``hole_limit``
+    may be holes (all-zero: they open to zeros)."""
     whole, rest = divmod(sealed.nbytes, CBLOCK)
     if out.readonly or out.nbytes < whole * BLOCK + max(0, rest - NONCE - TAG):
         raise ValueError("output buffer is read-only or too small")
@@ -124,7 +128,7 @@ def open_(so: ctypes.CDLL, key: bytes, file_id: bytes, first: int, sealed: memor
     if not sealed.nbytes:
         return 0
     bad = ctypes.c_uint64(0)
-    n = int(so.sr_open_blocks(key, file_id, first, _addr(sealed), sealed.nbytes, _addr(out), ctypes.byref(bad)))
+    n = int(so.sr_open_blocks(key, file_id, first, _addr(sealed), sealed.nbytes, _addr(out), ctypes.byref(bad), hole_limit))
     if n == -2:
         raise BadBlock(bad.value)
     if n < 0:
