@@ -67,7 +67,9 @@ def test_bit_flip_in_a_block_is_eio_and_logged_once(two_files: Mount) -> None:
     assert _log(m).count("block 1 does not authenticate") == 1
 
 
-@pytest.mark.parametrize("where", ["header", "zeroed last block", "block from the other file", "blocks swapped", "cut inside a block"])
+@pytest.mark.parametrize(
+    "where", ["header", "zeroed last block", "block from the other file", "blocks swapped", "cut inside a block"]
+)
 def test_tampering_reads_as_eio(two_files: Mount, where: str) -> None:
     m = two_files
     a, b = _lower(m)
