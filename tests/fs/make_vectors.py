@@ -16,6 +16,15 @@ OUT = Path(__file__).with_name("vectors.json")
 PASSPHRASE = "correct horse battery staple"
 
 
+def sparse_file(kek: bytes, volume_id: bytes) -> dict[str, str]:
+    """A version-3 file of three blocks whose middle one is a hole (FORMAT.md §5)."""
+    header = content.FileHeader.fresh()
+    cipher = content.FileCipher(header)
+    first, last = b"first block " * 341 + b"abcd", b"the end"
+    lower = header.encode(kek, volume_id) + cipher.seal(0, first) + bytes(content.CBLOCK) + cipher.seal(2, last)
+    return {"plaintext_hex": (first + bytes(content.BLOCK) + last).hex(), "lower_hex": lower.hex()}
+
+
 def main() -> None:
     os.environ["STRONGROOM_ARGON2_MEMORY_KIB"] = "256"  # cheap parameters, stored in the vector
     os.environ["STRONGROOM_ARGON2_ITERATIONS"] = "1"
@@ -49,6 +58,7 @@ def main() -> None:
             "tweak_hex": names.derived_diriv(diriv, nc.lower_name(short, diriv)[0]).hex(),
         },
         "file": {"plaintext_hex": plain.hex(), "lower_hex": lower.hex()},
+        "sparse_file": sparse_file(vk.kek, vk.volume_id),
         "names": [
             {"plaintext": short.decode(), "lower": nc.lower_name(short, diriv)[0], "sidecar": None},
             {"plaintext": long_plain.decode(), "lower": long_lower, "sidecar": sidecar},
