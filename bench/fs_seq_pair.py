@@ -3,6 +3,7 @@ a file with dd (1 MiB blocks, fsync at the end), drop caches, read it back; medi
 and each one's ratio to gocryptfs (throughput: above 1.00x is faster).
 
     git worktree add /tmp/base HEAD~1   (then copy the built .so files, as fs_small_pair.py says)
+    (bench/fs.py --base runs the whole filesystem suite the same way)
     .venv/bin/python bench/fs_seq_pair.py --base /tmp/base/src --mib 1024 3
 """
 
@@ -11,15 +12,10 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from fs_small_pair import Build  # noqa: E402
-
-from strongroom.bench.fs import Gocryptfs, System, _timed, drop_caches  # noqa: E402
+from strongroom.bench.fs import Gocryptfs, Strongroom, System, _timed, drop_caches
 
 
 def main() -> None:
@@ -29,7 +25,9 @@ def main() -> None:
     ap.add_argument("--mib", type=int, default=1024)
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(dir="/var/tmp"))
-    systems: list[System] = [Gocryptfs(root / "g"), Build(root / "base", "base", args.base), Build(root / "this", "this", None)]
+    systems: list[System] = [
+        Gocryptfs(root / "g"), Strongroom(root / "base", "base", args.base), Strongroom(root / "this", "this", None)
+    ]
     rates: dict[str, dict[str, list[float]]] = {s.name: {"write": [], "read": []} for s in systems}
     for r in range(args.rounds):
         for s in systems if r % 2 == 0 else systems[::-1]:

@@ -27,25 +27,6 @@ def cpu_seconds(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class Build(Strongroom):
-    def __init__(self, root: Path, name: str, pythonpath: str | None) -> None:
-        super().__init__(root)
-        self.name = name
-        self.pythonpath = pythonpath
-
-    def setup(self, aesni: bool) -> None:
-        old = os.environ.get("PYTHONPATH")
-        if self.pythonpath:
-            os.environ["PYTHONPATH"] = self.pythonpath
-        try:
-            super().setup(aesni)
-        finally:
-            if old is None:
-                os.environ.pop("PYTHONPATH", None)
-            else:
-                os.environ["PYTHONPATH"] = old
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("rounds", type=int, nargs="?", default=3)
@@ -55,7 +36,9 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(dir="/var/tmp"))
     tree = root / "tree.tar"
     make_tree_tar(tree, args.files)
-    systems: list[System] = [Gocryptfs(root / "g"), Build(root / "base", "base", args.base), Build(root / "this", "this", None)]
+    systems: list[System] = [
+        Gocryptfs(root / "g"), Strongroom(root / "base", "base", args.base), Strongroom(root / "this", "this", None)
+    ]
     ops = ("tar x", "ls -lR", "rm -rf")
     wall: dict[str, dict[str, list[float]]] = {s.name: {op: [] for op in ops} for s in systems}
     cpu: dict[str, dict[str, list[float]]] = {s.name: {op: [] for op in ops} for s in systems}

@@ -1,9 +1,14 @@
-"""The filesystem benchmark (issue 3): plain directory, gocryptfs and Strongroom side by side on
-the same disk in one run -- 1 GiB sequential write and read (caches dropped before reading), a
-large-file copy (the disk-encryption article's ISO copy, scaled), a tree of 4,310 small files
-(tar x, ls -lR cold, rm -rf), each with AES-NI on and off -- plus the Strongroom daemon's peak RSS.
+"""The filesystem benchmark: plain directory, gocryptfs and Strongroom side by side on the same
+disk in one run -- 1 GiB sequential write (fsync'd) and cold read, a large-file copy (the
+disk-encryption article's ISO copy, scaled), a tree of 4,310 small files (tar x, ls -lR cold,
+rm -rf), each with AES-NI on and off -- plus the Strongroom daemon's peak RSS.
 
-    .venv/bin/python bench/fs.py [--quick] [--dir /var/tmp] [--out bench-results/fs.json]
+The read is cold: the file is written and fsync'd, the file system unmounted and mounted again
+(neither the kernel nor the daemon keeps anything of it), the page cache dropped, then dd reads
+it in 1 MiB blocks.  ``--base SRC`` adds another build of Strongroom (its src directory, e.g. a
+git worktree of an earlier commit) as one more system in the same run, for before/after.
+
+    .venv/bin/python bench/fs.py [--quick] [--rounds N] [--base /tmp/base/src] [--dir /var/tmp] [--out bench-results/fs.json]
 """
 
 from __future__ import annotations
@@ -114,20 +119,27 @@ class Gocryptfs(System):
 class Strongroom(System):
     name = "strongroom"
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, name: str = "strongroom", pythonpath: str | None = None) -> None:
+        """``pythonpath``: another build's src directory, put first on the daemon's PYTHONPATH."""
         super().__init__(root)
+        self.name = name
+        self.pythonpath = pythonpath
         self.proc: subprocess.Popen[bytes] | None = None
 
     def setup(self, aesni: bool) -> None:
-        from strongroom.fs.volume import init_volume
-
         super().setup(aesni)
         vol = self.root / "volume"
-        if not vol.exists():
-            init_volume(vol, PASSPHRASE)
+        env = {**os.environ}
+        if self.pythonpath:
+            env["PYTHONPATH"] = self.pythonpath
+        if not vol.exists():  # made by the build that mounts it, in its own format version
+            make = (
+                "from pathlib import Path\nfrom strongroom.fs.volume import init_volume\n"
+                f"init_volume(Path({str(vol)!r}), {PASSPHRASE!r})"
+            )
+            subprocess.run([sys.executable, "-c", make], check=True, env=env)
         pw = self.root / "pw"
         pw.write_text(PASSPHRASE)
-        env = {**os.environ}
         if not aesni:
             env["OPENSSL_ia32cap"] = AESNI_OFF_WHEEL
         self.proc = mount_daemon(vol, self.mnt, pw, env)
@@ -175,6 +187,8 @@ def run_suite(system: System, aesni: bool, big: Path, tree_tar: Path, mib: int) 
         row: dict[str, Any] = {"system": system.name, "aesni": aesni}
         drop_caches()
         row["write_s"] = _timed(["dd", "if=/dev/zero", f"of={m}/seq", "bs=1M", f"count={mib}", "conv=fsync", "status=none"])
+        system.teardown()  # a cold read: nothing of the file left in the kernel or the daemon
+        system.setup(aesni)
         drop_caches()
         row["read_s"] = _timed(["dd", f"if={m}/seq", "of=/dev/null", "bs=1M", "status=none"])
         os.unlink(m / "seq")
@@ -205,11 +219,24 @@ def run_suite(system: System, aesni: bool, big: Path, tree_tar: Path, mib: int) 
 
 
 def run(
-    quick: bool = False, base: Path = Path("/var/tmp"), rounds: int = 1, progress: Callable[[str], None] = print
+    quick: bool = False,
+    base: Path = Path("/var/tmp"),
+    rounds: int = 1,
+    progress: Callable[[str], None] = print,
+    base_build: str | None = None,
 ) -> dict[str, Any]:
     mib = 64 if quick else 1024
     files = 500 if quick else 4310
-    report: dict[str, Any] = {"quick": quick, "mib": mib, "files": files, "rows": [], "missing": []}
+    report: dict[str, Any] = {
+        "quick": quick,
+        "mib": mib,
+        "files": files,
+        "rows": [],
+        "missing": [],
+        "lower_disk_read_ahead_kb": _lower_read_ahead_kb(base),
+    }
+    if base_build:
+        report["base_build"] = base_build
     if shutil.which("gocryptfs") is None:
         report["missing"].append("gocryptfs (apt-get install gocryptfs)")
     with tempfile.TemporaryDirectory(prefix="strongroom-fsbench-", dir=base) as tmp:
@@ -221,6 +248,8 @@ def run(
         tree_tar = root / "tree.tar"
         make_tree_tar(tree_tar, files)
         systems: list[System] = [Plain(root / "plain"), Strongroom(root / "strongroom")]
+        if base_build:
+            systems.append(Strongroom(root / "base", "strongroom-base", base_build))
         if shutil.which("gocryptfs"):
             systems.insert(1, Gocryptfs(root / "gocryptfs"))
         for r in range(rounds):
@@ -234,11 +263,23 @@ def run(
     return report
 
 
+def _lower_read_ahead_kb(path: Path) -> int | None:
+    """The read-ahead of the disk under ``path`` (a partition's is its disk's): cold reads depend on it."""
+    dev = os.stat(path).st_dev
+    block = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}").resolve()
+    for queue in (block / "queue", block.parent / "queue"):
+        try:
+            return int((queue / "read_ahead_kb").read_text())
+        except (OSError, ValueError):
+            continue
+    return None
+
+
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for aesni in (True, False):
         by = {}
-        for name in ("plain", "gocryptfs", "strongroom"):
+        for name in ("plain", "gocryptfs", "strongroom", "strongroom-base"):
             sel = [r for r in rows if r["system"] == name and (r["aesni"] == aesni or name == "plain")]
             if sel:
                 by[name] = {k: statistics.median(r[k] for r in sel) for k in sel[0] if k.endswith("_s")}
@@ -254,6 +295,11 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 "write_overhead_vs_plain_pct": round((s["write_s"] / by["plain"]["write_s"] - 1) * 100),
                 "read_overhead_vs_plain_pct": round((s["read_s"] / by["plain"]["read_s"] - 1) * 100),
             }
+            if "strongroom-base" in by:  # before/after: above 1.00 the new build is faster
+                b = by["strongroom-base"]
+                out["aesni_on" if aesni else "aesni_off"]["speed_vs_base"] = {
+                    k[: -len("_s")]: round(b[k] / s[k], 2) for k in s if k in b
+                }
     return out
 
 
@@ -281,8 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", type=Path, default=Path("/var/tmp"))
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--out", type=Path, default=Path("bench-results/fs.json"))
+    ap.add_argument("--base", help="another build's src directory, run as one more system (before/after)")
     args = ap.parse_args(argv)
-    report = run(args.quick, args.dir, args.rounds)
+    report = run(args.quick, args.dir, args.rounds, base_build=args.base)
     print(table(report))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")

@@ -148,7 +148,7 @@ static int answer_here(int fd, const char *req, size_t len)
  * alongside.  The watcher sleeps when the mount has been idle for a whole period and is woken
  * by the next small request, so an idle mount has no timers running. */
 #define WATCH_NS 1000000L
-#define BIG_IO (128u << 10) /* a READ or WRITE this big passes the baton on */
+#define BIG_IO (256u << 10) /* a READ or WRITE this big passes the baton on */
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t watch_cv; /* the watcher waits here (timed, on CLOCK_MONOTONIC) */

@@ -30,7 +30,7 @@ TIMEOUT = 1.0
 ACL_TIMEOUT = 0.1
 # Big reads and writes do not wake the keep-warm helper (warm.py): they come many at a time, in
 # parallel, and the helper competing with their threads halved sequential reads in some runs.
-WARM_IO_MAX = 128 << 10
+WARM_IO_MAX = 256 << 10
 _BULK = frozenset({"read", "write"})
 PINNED_THREADS = 16  # libfuse threads whose Python thread state is kept (see Fuse._wrapper)
 
