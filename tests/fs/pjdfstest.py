@@ -10,10 +10,12 @@ import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-# Where the conformance suites live: beside the checkout (../shared/conformance), or where
-# STRONGROOM_CONFORMANCE says.
+# Where the conformance suites live: STRONGROOM_CONFORMANCE if set, else shared/conformance beside
+# the checkout or beside any directory above it (../shared/conformance for the project's own
+# checkout), else the workplace's copy.
 CANDIDATES = [
-    Path(os.environ.get("STRONGROOM_CONFORMANCE", REPO.parent / "shared" / "conformance")),
+    *([Path(os.environ["STRONGROOM_CONFORMANCE"])] if "STRONGROOM_CONFORMANCE" in os.environ else []),
+    *(parent / "shared" / "conformance" for parent in REPO.parents),
     Path("/work/shared/conformance"),
 ]
 

@@ -28,6 +28,7 @@ from typing import TypeVar
 T = TypeVar("T")
 
 _CAP_VERSION_3 = 0x20080522
+_PROBE_UID = 65534
 
 
 class _CapHeader(ctypes.Structure):
@@ -49,8 +50,15 @@ class CallerCredentials:
         self._caps = (_CapData * 2)()
         if self.active:
             header = _CapHeader(_CAP_VERSION_3, 0)
-            if self._libc.capget(ctypes.byref(header), self._caps) != 0:
-                self.active = False
+            self.active = self._libc.capget(ctypes.byref(header), self._caps) == 0 and self._can_switch()
+
+    def _can_switch(self) -> bool:
+        """Whether this thread can take another fsuid and come back (a root without CAP_SETUID,
+        in some containers, cannot): then new entries keep belonging to the daemon."""
+        try:
+            return bool(self.run_as(_PROBE_UID, _PROBE_UID, lambda: True))
+        except OSError:
+            return False
 
     def run_as(self, uid: int, gid: int, fn: Callable[..., T], *args: object) -> T:
         if not self.active or (uid == self.uid and gid == self.gid):

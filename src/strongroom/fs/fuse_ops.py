@@ -88,7 +88,10 @@ class _Timespec(ctypes.Structure):
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_libc.utimensat.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(_Timespec), ctypes.c_int]
+# utimensat is called holding the GIL: it takes microseconds, and a CDLL call would drop and retake
+# the GIL around it (a tar extract sets the times of every file it makes)
+_utimensat = ctypes.PyDLL(None, use_errno=True).utimensat
+_utimensat.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(_Timespec), ctypes.c_int]
 _libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
 
 
@@ -419,7 +422,7 @@ class VolumeOps:
         other names (hard links).  Called holding no lock: the kernel may wait for a request on
         one of those names to be answered first."""
         links = self.links
-        if links is None or key is None or key not in links:
+        if links is None or key is None or key not in links.files:  # one name: nothing to tell
             return
         for other in links.others(key, *(p for p in through if p is not None)):
             self.invalidate(other)
@@ -485,9 +488,9 @@ class VolumeOps:
         times = (_Timespec * 2)(_Timespec(*atime), _Timespec(*mtime))
         node, is_fd = self._node(path)
         if is_fd:
-            done = _libc.utimensat(node, None, times, 0)
+            done = _utimensat(node, None, times, 0)
         else:
-            done = _libc.utimensat(_AT_FDCWD, os.fsencode(str(node)), times, _AT_SYMLINK_NOFOLLOW)
+            done = _utimensat(_AT_FDCWD, os.fsencode(str(node)), times, _AT_SYMLINK_NOFOLLOW)
         if done != 0:
             raise _err(ctypes.get_errno())
         self._changed_path(path)
@@ -1170,10 +1173,18 @@ class VolumeOps:
                 return offset if whence == os.SEEK_DATA else size
             return _seek(h.fd, offset, whence, size)
 
+    def ioctl(self, path: str, cmd: int, arg: Any, fh: int, flags: int, data: Any) -> int:
+        """No ioctl is supported (file attributes, FIEMAP and the like would describe the lower
+        file): ENOTTY, as ext4 answers an ioctl it does not know."""
+        self._unsupported(f"ioctl {cmd:#x}")
+        raise _err(errno.ENOTTY)
+
     def _unsupported(self, what: str) -> None:
         if what not in self._unsupported_logged:
+            if len(self._unsupported_logged) >= 256:  # bounded, whatever callers try
+                self._unsupported_logged.clear()
             self._unsupported_logged.add(what)
-            log.warning("answered EOPNOTSUPP: %s is not supported", what)
+            log.warning("%s is not supported (answered with an error; logged once)", what)
 
     # -- extended attributes -------------------------------------------------------------
     def setxattr(self, path: str, name: str, value: bytes, options: int, position: int = 0) -> int:

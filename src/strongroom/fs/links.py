@@ -24,12 +24,11 @@ LIMIT = 16384
 class HardLinkNames:
     def __init__(self, limit: int = LIMIT) -> None:
         self._lock = threading.Lock()
-        self._names: OrderedDict[Key, set[str]] = OrderedDict()
+        # file -> its names; read without the lock on the hot paths (a dict lookup is atomic)
+        self.files: OrderedDict[Key, set[str]] = OrderedDict()
+        self._names = self.files
         self._key_of: dict[str, Key] = {}
         self._limit = limit
-
-    def __contains__(self, key: Key) -> bool:
-        return key in self._names
 
     def key_of(self, path: str) -> Key | None:
         return self._key_of.get(path)

@@ -516,6 +516,10 @@ def run(
     ops.on_mounted = on_mounted
     ops.context = _request_context()
     ops.creds = CallerCredentials()
+    if os.geteuid() == 0 and not ops.creds.active:
+        logging.getLogger("strongroom.fs").warning(
+            "cannot take callers' file-system ids (no CAP_SETUID?): new entries will belong to the daemon's user"
+        )
     ops.links = HardLinkNames()
     ops.mountpoint = os.path.realpath(mountpoint)
     ops.attr_timeout = attr_timeout
