@@ -931,16 +931,22 @@ class VolumeOps:
                 return 0
             cipher = self._cipher(h, f)
             first, last = offset // bs, (end - 1) // bs
-            if offset == f.read_end and len(dest) >= SEQUENTIAL_MIN:
+            sequential = offset == f.read_end and len(dest) >= SEQUENTIAL_MIN
+            if sequential:
                 self._read_ahead(h, f, content.block_offset(last + 1))
             f.read_end = end
             if offset % bs == 0 and (end % bs == 0 or end == plain):  # whole blocks: straight into dest
-                return self._open_blocks(h, cipher, first, last, dest[: end - offset], plain)
-            tmp = self._scratch("plain", (last - first + 1) * bs)
-            self._open_blocks(h, cipher, first, last, tmp, plain)
-            skip = offset - first * bs
-            dest[: end - offset] = tmp[skip : skip + end - offset]
-            return end - offset
+                n = self._open_blocks(h, cipher, first, last, dest[: end - offset], plain)
+            else:
+                tmp = self._scratch("plain", (last - first + 1) * bs)
+                self._open_blocks(h, cipher, first, last, tmp, plain)
+                skip = offset - first * bs
+                n = end - offset
+                dest[:n] = tmp[skip : skip + n]
+            if sequential:  # its plaintext is in the kernel's cache now: the ciphertext need not be
+                start = content.block_offset(first)
+                os.posix_fadvise(h.fd, start, content.block_offset(last + 1) - start, os.POSIX_FADV_DONTNEED)
+            return n
 
     def _read_ahead(self, h: _Handle, f: _File, lower_stop: int) -> None:
         """A sequential reader: keep the next READ_AHEAD bytes of the lower file on their way from
