@@ -109,7 +109,13 @@ class Gocryptfs(System):
         subprocess.run([*args, str(cipher), str(self.mnt)], check=True, env=env, capture_output=True)
 
     def teardown(self) -> None:
+        pid = self.pid()
         subprocess.run(["fusermount3", "-u", str(self.mnt)], check=False, capture_output=True)
+        # fusermount returns before the daemon exits: wait for it, as Strongroom's teardown waits
+        # for its own, so its exit does not overlap the next system's first measurement
+        deadline = time.monotonic() + 30
+        while pid is not None and Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
 
     def pid(self) -> int | None:
         out = subprocess.run(["pgrep", "-f", f"gocryptfs .*{self.mnt}"], capture_output=True, text=True).stdout.split()
@@ -180,17 +186,36 @@ def peak_rss_mib(pid: int | None) -> float | None:
     return None
 
 
+def _cpu_s(pid: int | None) -> float:
+    """A daemon's CPU time so far (user + system), 0 for no daemon: steadier than wall time on a
+    noisy machine, and what a change to the daemon moves."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_suite(system: System, aesni: bool, big: Path, tree_tar: Path, mib: int) -> dict[str, Any]:
     system.setup(aesni)
     try:
         m = system.mnt
         row: dict[str, Any] = {"system": system.name, "aesni": aesni}
+
+        def phase(name: str, cmd: list[str] | Callable[[], object]) -> None:
+            pid = system.pid()
+            cpu = _cpu_s(pid)
+            row[f"{name}_s"] = _timed(cmd)
+            row[f"cpu_{name}_s"] = _cpu_s(pid) - cpu
+
         drop_caches()
-        row["write_s"] = _timed(["dd", "if=/dev/zero", f"of={m}/seq", "bs=1M", f"count={mib}", "conv=fsync", "status=none"])
+        phase("write", ["dd", "if=/dev/zero", f"of={m}/seq", "bs=1M", f"count={mib}", "conv=fsync", "status=none"])
         system.teardown()  # a cold read: nothing of the file left in the kernel or the daemon
         system.setup(aesni)
         drop_caches()
-        row["read_s"] = _timed(["dd", f"if={m}/seq", "of=/dev/null", "bs=1M", "status=none"])
+        phase("read", ["dd", f"if={m}/seq", "of=/dev/null", "bs=1M", "status=none"])
         os.unlink(m / "seq")
         drop_caches()
 
@@ -198,14 +223,14 @@ def run_suite(system: System, aesni: bool, big: Path, tree_tar: Path, mib: int) 
             subprocess.run(["cp", str(big), str(m / "copy.iso")], check=True)  # the article's ISO copy
             os.sync()
 
-        row["copy_s"] = _timed(copy)
+        phase("copy", copy)
         os.unlink(m / "copy.iso")
         drop_caches()
-        row["tar_x_s"] = _timed(["tar", "xf", str(tree_tar), "-C", str(m)])
+        phase("tar_x", ["tar", "xf", str(tree_tar), "-C", str(m)])
         os.sync()
         drop_caches()
-        row["ls_lR_s"] = _timed(["ls", "-lR", str(m / "tree")])
-        row["rm_rf_s"] = _timed(["rm", "-rf", str(m / "tree")])
+        phase("ls_lR", ["ls", "-lR", str(m / "tree")])
+        phase("rm_rf", ["rm", "-rf", str(m / "tree")])
         row["write_MiBps"] = round(mib / row["write_s"], 1)
         row["read_MiBps"] = round(mib / row["read_s"], 1)
         row["copy_MiBps"] = round(mib / row["copy_s"], 1)
@@ -298,20 +323,22 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             if "strongroom-base" in by:  # before/after: above 1.00 the new build is faster
                 b = by["strongroom-base"]
                 out["aesni_on" if aesni else "aesni_off"]["speed_vs_base"] = {
-                    k[: -len("_s")]: round(b[k] / s[k], 2) for k in s if k in b
+                    k[: -len("_s")]: round(b[k] / s[k], 2) for k in s if k in b and s[k]
                 }
     return out
 
 
 def table(report: dict[str, Any]) -> str:
     lines = [
-        "| system | AES-NI | write MiB/s | read MiB/s | copy MiB/s | tar x s | ls -lR s | rm -rf s | peak RSS MiB |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| system | AES-NI | write MiB/s | read MiB/s | copy MiB/s | tar x s | ls -lR s | rm -rf s | peak RSS MiB |"
+        " daemon CPU s: write, read, copy, tar x, ls -lR, rm -rf |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report["rows"]:
+        cpu = ", ".join(str(r.get(f"cpu_{k}_s", "")) for k in ("write", "read", "copy", "tar_x", "ls_lR", "rm_rf"))
         lines.append(
             f"| {r['system']} | {'on' if r['aesni'] else 'off'} | {r['write_MiBps']} | {r['read_MiBps']} | {r['copy_MiBps']} | "
-            f"{r['tar_x_s']} | {r['ls_lR_s']} | {r['rm_rf_s']} | {r['peak_rss_mib'] or ''} |"
+            f"{r['tar_x_s']} | {r['ls_lR_s']} | {r['rm_rf_s']} | {r['peak_rss_mib'] or ''} | {cpu} |"
         )
     for k, v in report["summary"].items():
         lines.append(f"{k}: " + ", ".join(f"{a}={b}" for a, b in v.items()))
