@@ -56,6 +56,31 @@ def test_malformed_put_bodies(running: Deployment, body: bytes) -> None:
     assert c.list() == []
 
 
+def test_times_must_be_finite_and_within_range(running: Deployment) -> None:
+    """Times that gmtime cannot format, or SQLite would store as no time at all: 4xx on every
+    route that takes one, nothing stored, and gets of what was stored before keep working."""
+    c = running.register()
+    c.put("kept", b"kept value")
+    for field in ("expires_at", "not_before"):
+        for value in ("1e20", "1e309", "-1e309", "Infinity", "-Infinity", "NaN", "-1", "253402300800"):
+            policy = b'{"%s": %s}' % (field.encode(), value.encode())
+            assert_json_error(send(c, "PUT", "/v1/deposits/k", b'{"data": "YQ==", "policy": %s}' % policy), (400, 422))
+            assert_json_error(send(c, "PUT", "/v1/deposits/kept/policy", policy), (400, 422))
+    event = (
+        b'{"volume": "dm9s", "program": "/bin/x", "sha256": "%s", "uid": 0, "path_class": ".",'
+        b' "write": false, "enforced": true, "count": 1, "first_at": FIRST, "last_at": 1}' % (b"0" * 64)
+    )
+    for value in (b"1e309", b"NaN", b"1e20"):
+        body = b'{"acl_denials": [%s]}' % event.replace(b"FIRST", value)
+        assert_json_error(send(c, "POST", "/v1/events", body), (400, 422))
+    assert send(c, "POST", "/v1/events", b'{"acl_denials": [%s]}' % event.replace(b"FIRST", b"1")).status_code == 200
+    assert [d["name"] for d in c.list()] == ["kept"]
+    assert c.get("kept") == b"kept value"
+    # the range's ends are accepted
+    assert send(c, "PUT", "/v1/deposits/kept/policy", b'{"not_before": 0, "expires_at": 253402300799}').status_code == 200
+    assert c.get("kept") == b"kept value"
+
+
 @pytest.mark.parametrize("name", ["..", ".hidden", "a" * 129, "with space", "ünï", "%2e%2e", "a%2Fb"])
 def test_bad_names(running: Deployment, name: str) -> None:
     c = running.register()

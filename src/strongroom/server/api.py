@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -39,10 +39,16 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+# Every time the API takes: a finite Unix time from 1970 to the end of year 9999, so that it can be
+# stored on every database and formatted back (NaN, infinities and 1e20 answer 400).
+MAX_UNIX_TIME = 253_402_300_799.0
+UnixTime = Annotated[float, Field(ge=0, le=MAX_UNIX_TIME, allow_inf_nan=False)]
+
+
 class PolicyModel(Strict):
     readers: list[str] = Field(default_factory=list, max_length=1000, description="client:ID or group:NAME")
-    expires_at: float | None = Field(default=None, description="Unix time after which gets answer 410")
-    not_before: float | None = Field(default=None, description="Unix time before which gets answer 403")
+    expires_at: UnixTime | None = Field(default=None, description="Unix time after which gets answer 410")
+    not_before: UnixTime | None = Field(default=None, description="Unix time before which gets answer 403")
     max_retrievals: int | None = Field(default=None, ge=1, le=2**31 - 1)
 
     def to_policy(self) -> Policy:
@@ -63,8 +69,8 @@ class AclEventModel(Strict):
     write: bool
     enforced: bool = Field(description="false: permissive mode, the access was allowed")
     count: int = Field(ge=1, le=2**31 - 1)
-    first_at: float
-    last_at: float
+    first_at: UnixTime
+    last_at: UnixTime
 
 
 class EventsRequest(Strict):

@@ -58,6 +58,15 @@ REGISTER_FAILURES_PER_MINUTE = 10
 T = TypeVar("T")
 
 
+
+def _utc(t: float) -> str:
+    """A Unix time as ISO 8601 UTC; a time stored before times were bounded (the API takes 0 to
+    year 9999) is shown as it is instead of failing the request."""
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+    except (OverflowError, ValueError, OSError):
+        return repr(t)
+
 @dataclass(frozen=True)
 class SignedRequest:
     method: str
@@ -454,7 +463,7 @@ class Service:
         now = time.time()
         if dep.not_before is not None and now < dep.not_before:
             ctx.audit.append(me.id, "get", target, "denied", reason="not yet retrievable")
-            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(dep.not_before))
+            when = _utc(dep.not_before)
             raise Refused(Denied(f"deposit is not retrievable before {when}"))
         if dep.expires_at is not None and now >= dep.expires_at:
             ctx.audit.append(me.id, "get", target, "denied", reason="expired")
