@@ -24,6 +24,7 @@ class HeadFile:
         return int(seq), bytes.fromhex(mac)
 
     def advance(self, seq: int, mac: bytes, force: bool = False) -> None:
+        """Move the mirrored head forward (never back unless ``force``), durably."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -33,5 +34,8 @@ class HeadFile:
             data = f"{seq} {mac.hex()}\n".encode().ljust(80)
             os.pwrite(fd, data, 0)
             os.ftruncate(fd, len(data))
+            # Durable before the batch is acknowledged, like its commit: a mirror lost to a crash
+            # would let the log be cut back to it unnoticed.
+            os.fdatasync(fd)
         finally:
             os.close(fd)
