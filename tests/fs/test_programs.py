@@ -3,13 +3,14 @@ fails clearly: wrong passphrase, missing config, already mounted, a revoked host
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
-from strongroom.fs import mount
+from strongroom.fs import config, mount
 from tests.fs.mounts import PASSPHRASE, Mount
 from tests.serverproc import Deployment, cli
 
@@ -78,6 +79,12 @@ def test_mount_failures_are_one_clear_line(tmp_path: Path) -> None:
     cfg = m.lower / "strongroom.volume.json"
     saved = cfg.read_text()
     cfg.write_text(saved.replace('"long_name_max": 175', '"long_name_max": 100'))
+    r = cli("fs", "mount", str(m.lower), str(m.mnt), "--passphrase-file", str(m.pwfile))
+    assert r.returncode == 2 and b"is damaged: its checksum does not match" in r.stderr
+    # a deliberate change that recomputes the checksum is still caught, by the parameters' MAC
+    changed = json.loads(saved.replace('"long_name_max": 175', '"long_name_max": 100'))
+    changed["checksum"] = config._checksum(changed)
+    cfg.write_text(json.dumps(changed))
     r = cli("fs", "mount", str(m.lower), str(m.mnt), "--passphrase-file", str(m.pwfile))
     assert r.returncode == 2 and b"parameters were changed" in r.stderr
     cfg.write_text("{not json")

@@ -75,6 +75,16 @@ def trustee_source(
     }
 
 
+CHECKSUM_AD = b"strongroom/v1/config-checksum\x00"
+
+
+def _checksum(d: dict[str, Any]) -> str:
+    """SHA-256 over every other field (FORMAT.md §4): tells a damaged config (a changed salt,
+    wrapped key, id or KDF parameter) from a wrong passphrase, which otherwise look alike."""
+    body = {k: v for k, v in d.items() if k != "checksum"}
+    return b64u(hashlib.sha256(CHECKSUM_AD + json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).digest())
+
+
 def _canonical_params(d: dict[str, Any]) -> bytes:
     keep = {k: d[k] for k in ("block_size", "cipher", "format", "long_name_max", "names", "version", "volume_id")}
     return json.dumps(keep, sort_keys=True, separators=(",", ":")).encode()
@@ -108,7 +118,7 @@ class VolumeConfig:
         return cfg
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        body = {
             "format": FORMAT,
             "version": self.version,
             "volume_id": b64u(self.volume_id),
@@ -121,6 +131,8 @@ class VolumeConfig:
             "params_mac": b64u(self.params_mac),
             **self.extra,
         }
+        body["checksum"] = _checksum(body)
+        return body
 
     def _mac(self, rules_mac_key: bytes) -> bytes:
         return hmac.new(rules_mac_key, keys.PREFIX + b"params\x00" + _canonical_params(self.to_json()), hashlib.sha256).digest()
@@ -145,6 +157,11 @@ class VolumeConfig:
         try:
             if raw["format"] != FORMAT:
                 raise ConfigError(f"{where} is not a Strongroom volume config")
+            if "checksum" in raw and not hmac.compare_digest(str(raw["checksum"]), _checksum(raw)):
+                raise ConfigError(
+                    f"{where} is damaged: its checksum does not match its contents (a salt, key, id or "
+                    "parameter changed); restore it from a backup"
+                )
             if raw["version"] not in READABLE:
                 versions = ", ".join(map(str, READABLE[:-1])) + f" and {READABLE[-1]}"
                 raise ConfigError(f"{where} has format version {raw['version']}; this Strongroom reads versions {versions}")
@@ -164,6 +181,7 @@ class VolumeConfig:
                 "key_sources",
                 "wrapped",
                 "params_mac",
+                "checksum",
             }
             return cls(
                 volume_id=unb64u(raw["volume_id"]),

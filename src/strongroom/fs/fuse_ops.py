@@ -390,8 +390,10 @@ class VolumeOps:
             try:
                 return content.plain_size(st.st_size)
             except content.DamagedFile as e:
+                # A size no valid file has: reported as the lower size, so a reader's requests
+                # reach the daemon and fail with EIO (size 0 would read as an empty file).
                 self._damage(lower, e.block, str(e))
-                return 0
+                return st.st_size
         if stat.S_ISLNK(st.st_mode):
             try:
                 return len(self._read_link(lower))
@@ -758,7 +760,7 @@ class VolumeOps:
     def _read_link(self, lower: str) -> bytes:
         raw = os.readlink(lower)
         try:
-            sealed = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
+            sealed = names.unb64u(raw)
             header = content.FileHeader.decode(sealed[: content.HEADER], self.keys.kek, self.keys.volume_id)
             return content.FileCipher(header).open(0, sealed[content.HEADER :])
         except (ValueError, content.DamagedFile) as e:

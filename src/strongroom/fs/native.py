@@ -127,6 +127,8 @@ def open_(
         raise ValueError("bad key or file id length")
     if not sealed.nbytes:
         return 0
+    if 0 < rest <= NONCE + TAG:  # a tail too short to hold a byte: damage, before any buffer is touched
+        raise BadBlock(first + whole)
     bad = ctypes.c_uint64(0)
     n = int(so.sr_open_blocks(key, file_id, first, _addr(sealed), sealed.nbytes, _addr(out), ctypes.byref(bad), hole_limit))
     if n == -2:
