@@ -4,7 +4,6 @@ Nothing is changed."""
 
 from __future__ import annotations
 
-import base64
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -155,7 +154,7 @@ class Checker:
         self.report.symlinks += 1
         raw = os.readlink(lower)
         try:
-            sealed = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
+            sealed = names.unb64u(raw)
             header = content.FileHeader.decode(sealed[: content.HEADER], self.keys.kek, self.keys.volume_id)
             content.FileCipher(header).open(0, sealed[content.HEADER :])
         except (ValueError, content.DamagedFile) as e:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
@@ -20,19 +21,28 @@ NAME_AD = b"strongroom/v1/name\x00"
 TWEAK_PREFIX = b"strongroom/v2/tweak\x00"
 
 
-class BadName(Exception):
-    """A name that cannot be stored (plaintext) or does not decrypt (lower)."""
+class BadName(ValueError):
+    """A name that cannot be stored (plaintext) or does not decrypt (lower), or base64url that is
+    not canonical."""
 
 
 def b64u(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
+_B64U = re.compile(r"[A-Za-z0-9_-]*")
+
+
 def unb64u(text: str) -> bytes:
-    try:
-        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (ValueError, TypeError):
-        raise BadName("not base64url") from None
+    """Strict base64url without padding (FORMAT.md): only the canonical form of some bytes is
+    accepted, so one lower name never has a second spelling (`X=` or an `X` whose unused low
+    bits are set would otherwise decode to the same name)."""
+    if not isinstance(text, str) or not _B64U.fullmatch(text) or len(text) % 4 == 1:
+        raise BadName("not base64url")
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if b64u(data) != text:
+        raise BadName("not canonical base64url")
+    return data
 
 
 def new_diriv() -> bytes:
@@ -62,9 +72,11 @@ class NameCipher:
 
     def decrypt(self, encrypted: str, diriv: bytes) -> bytes:
         try:
-            return self._siv.decrypt(unb64u(encrypted), [NAME_AD + diriv])
+            name = self._siv.decrypt(unb64u(encrypted), [NAME_AD + diriv])
         except (InvalidTag, ValueError):
             raise BadName("name does not decrypt in this directory") from None
+        check_plain(name)  # a name that authenticates but no writer could have stored
+        return name
 
     def lower_name(self, name: bytes, diriv: bytes) -> tuple[str, str | None]:
         """(the lower entry's name, the full encrypted name to store beside it if it is long)."""

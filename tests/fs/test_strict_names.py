@@ -1,0 +1,54 @@
+"""Lower names are decoded strictly (FORMAT.md §6): only canonical base64url, long names only with
+a sidecar that hashes to them, and no decrypted name a writer could not have stored."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from strongroom.fs import config, names
+from tests.fs.mounts import PASSPHRASE, Mount
+
+
+@pytest.mark.parametrize("text", ["QQ=", "QQ==", "QR", "Q", "a+b/", "QQ\n", "Q Q", "é"])
+def test_only_canonical_base64url_decodes(text: str) -> None:
+    with pytest.raises(names.BadName):
+        names.unb64u(text)
+
+
+def test_canonical_base64url_round_trips() -> None:
+    for data in (b"", b"A", b"AB", b"ABC", os.urandom(33)):
+        assert names.unb64u(names.b64u(data)) == data
+
+
+def _name_cipher(m: Mount) -> names.NameCipher:
+    return names.NameCipher(config.VolumeConfig.load(m.lower).unlock_passphrase(PASSPHRASE).names)
+
+
+def test_a_second_spelling_or_an_impossible_name_is_not_listed(tmp_path: Path) -> None:
+    m = Mount(tmp_path).init().start()
+    (m.mnt / "x").write_text("only one")
+    (m.mnt / ("long-" + "y" * 200)).write_text("long")
+    m.stop()
+    iv = (m.lower / names.DIRIV).read_bytes()
+    nc = _name_cipher(m)
+    short = m.lower / nc.lower_name(b"x", iv)[0]
+    shutil.copy(short, str(short) + "=")  # the same bytes under a padded spelling
+    siv = nc._siv
+    for bad in (b".", b"..", b"a/b", b"nul\x00", b"z" * 256):  # authenticate, but no writer stores them
+        lower = names.b64u(siv.encrypt(bad, [names.NAME_AD + iv]))
+        (m.lower / (lower if len(lower) <= names.LONG_NAME_MAX else names.long_name(lower))).write_bytes(b"")
+    long_lower, full = nc.lower_name(("long-" + "y" * 200).encode(), iv)
+    assert full is not None
+    sidecar = m.lower / (long_lower + names.LONG_SUFFIX)
+    sidecar.write_text(full[:-2] + ("AA" if not full.endswith("AA") else "BA"))  # no longer hashes to its entry
+    m.start()
+    try:
+        assert sorted(os.listdir(m.mnt)) == ["x"]
+        assert (m.mnt / "x").read_text() == "only one"
+    finally:
+        m.stop()
+    assert "name does not decrypt" in m.log.read_text() or "invalid file name" in m.log.read_text()
