@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from strongroom.cli.common import CliError, Group, emit, json_option, profile_option, progress_bar
+from strongroom.crypto.hygiene import harden_process
 
 SOURCE_HELP = "getrandom, rdrand, rdseed, hwrng (or hwrng:PATH for another device, file or pipe), remote"
 PIECE = 1 << 20
@@ -333,6 +334,8 @@ def rng_feed(
     else:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     feed.status_file = status_file
+    for missing in harden_process():  # it holds the sources' output on its way to the pool
+        feed_log.warning("%s", missing)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: feed.stop())
     feed_log.info(

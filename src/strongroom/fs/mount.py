@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from strongroom.crypto.hygiene import harden_process
 from strongroom.fs import fuseio
 from strongroom.fs.creds import CallerCredentials
 from strongroom.fs.fuse_ops import VolumeOps
@@ -559,6 +560,8 @@ def run(
     # The kernel applied the caller's umask to the modes it sends; the daemon's own must not be
     # applied on top (its private files are all made with explicit modes).
     os.umask(0)
+    for missing in harden_process():  # the daemon holds the volume's keys
+        logging.getLogger("strongroom.fs").warning("%s", missing)
     if keep_warm:
         from strongroom.fs.warm import KeepWarm
 

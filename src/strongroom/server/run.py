@@ -19,6 +19,7 @@ import time
 from types import FrameType
 from typing import Any
 
+from strongroom.crypto.hygiene import harden_process
 from strongroom.server import barrier as barrier_mod
 from strongroom.server import storage, tls
 from strongroom.server.datadir import DataDir
@@ -162,11 +163,15 @@ def serve(data: DataDir, listen: str, workers: int, unseal_key: bytes | None, lo
     children: dict[int, tuple[str, float]] = {}
     stopping = False
 
+    for missing in harden_process():
+        print(f"strongroom: warning: {missing}", file=sys.stderr)
+
     def spawn(role: str) -> None:
         pid = os.fork()
         if pid == 0:
             code = 0
             try:
+                harden_process()  # memory locks are not inherited across fork (the parent said what failed)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 _name_process(f"sr-{role}")
