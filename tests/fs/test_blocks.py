@@ -93,7 +93,7 @@ def test_threaded_pipeline_round_trips_at_every_piece_boundary(size: int) -> Non
         outputs.append(enc.getvalue())
         for dthreads in (1, 2):
             back = io.BytesIO()
-            standalone.decrypt_stream(io.BytesIO(enc.getvalue()), back, lambda _env: kek, dthreads)
+            standalone.decrypt_stream(io.BytesIO(enc.getvalue()), back, lambda _env: [kek], dthreads)
             assert back.getvalue() == plain
     assert len({len(o) for o in outputs}) == 1  # same layout whatever the thread count
     # every cut of the last piece is caught, whichever pipeline reads it
@@ -101,7 +101,7 @@ def test_threaded_pipeline_round_trips_at_every_piece_boundary(size: int) -> Non
     for cut in (1, content.END_MARKER, content.END_MARKER + 1, content.CBLOCK):
         if cut <= len(data) - 300:
             with pytest.raises(content.DamagedFile):
-                standalone.decrypt_stream(io.BytesIO(data[:-cut]), io.BytesIO(), lambda _env: kek, 2)
+                standalone.decrypt_stream(io.BytesIO(data[:-cut]), io.BytesIO(), lambda _env: [kek], 2)
 
 
 def test_damage_in_a_middle_piece_fails_the_threaded_decrypt() -> None:
@@ -112,7 +112,7 @@ def test_damage_in_a_middle_piece_fails_the_threaded_decrypt() -> None:
     data = bytearray(enc.getvalue())
     data[len(data) // 2] ^= 0x80
     with pytest.raises(content.DamagedFile):
-        standalone.decrypt_stream(io.BytesIO(bytes(data)), io.BytesIO(), lambda _env: kek, 2)
+        standalone.decrypt_stream(io.BytesIO(bytes(data)), io.BytesIO(), lambda _env: [kek], 2)
 
 
 @pytest.mark.parametrize(
@@ -131,7 +131,7 @@ def test_file_input_pipeline_matches_the_stream_pipeline(tmp_path: Path, size: i
             f.read(len(b"skipped prefix"))
             assert standalone.encrypt_stream(f, enc, volume_id, kek, None, threads) == size
         back = io.BytesIO()
-        standalone.decrypt_stream(io.BytesIO(enc.getvalue()), back, lambda _env: kek, 2)
+        standalone.decrypt_stream(io.BytesIO(enc.getvalue()), back, lambda _env: [kek], 2)
         assert back.getvalue() == plain
 
 

@@ -98,7 +98,7 @@ def test_standalone_vector_and_round_trip() -> None:
     plain = V["standalone"]["plaintext"].encode()
     assert spec.decrypt_standalone(data, V["passphrase"]) == plain
     out = io.BytesIO()
-    standalone.decrypt_stream(io.BytesIO(data), out, lambda env: standalone.kek_from_passphrase(env, V["passphrase"]))
+    standalone.decrypt_stream(io.BytesIO(data), out, lambda env: [standalone.kek_from_passphrase(env, V["passphrase"])])
     assert out.getvalue() == plain
     for size in (0, 1, 4096, 1 << 20, (1 << 20) + 4097, 3 << 20):
         plain = os.urandom(size)
@@ -106,7 +106,7 @@ def test_standalone_vector_and_round_trip() -> None:
         standalone.encrypt_with_passphrase(io.BytesIO(plain), enc, "pw")
         assert spec.decrypt_standalone(enc.getvalue(), "pw") == plain
         back = io.BytesIO()
-        standalone.decrypt_stream(io.BytesIO(enc.getvalue()), back, lambda env: standalone.kek_from_passphrase(env, "pw"))
+        standalone.decrypt_stream(io.BytesIO(enc.getvalue()), back, lambda env: [standalone.kek_from_passphrase(env, "pw")])
         assert back.getvalue() == plain
 
 

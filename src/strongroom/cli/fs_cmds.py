@@ -247,16 +247,17 @@ def fs_decrypt(
       strongroom fs decrypt db.dump.sr -o db.dump --passphrase-file pw
     """
     from strongroom.fs import standalone
+    from strongroom.fs.volume import standalone_keks
 
-    def kek_for(env: standalone.Envelope) -> bytes:
+    def kek_for(env: standalone.Envelope) -> list[bytes]:
         if env.key_source is None:
             if volume is None:
                 raise CliError("this file is keyed by a volume: pass --volume DIR")
             vk = _volume_keys(volume, passphrase_file, profile)
             if vk.volume_id != env.volume_id:
                 raise CliError(f"this file was not encrypted with the volume at {volume}")
-            return bytes(vk.kek)
-        return standalone.kek_from_passphrase(env, read_passphrase(passphrase_file, what="File passphrase"))
+            return standalone_keks(volume, vk)
+        return [standalone.kek_from_passphrase(env, read_passphrase(passphrase_file, what="File passphrase"))]
 
     with _open_in(source) as src, _Output(out) as dst:
         standalone.decrypt_stream(src, dst, kek_for, threads)

@@ -75,6 +75,8 @@ def trustee_source(
     }
 
 
+RETIRED = "retired_keks"
+RETIRED_PURPOSE = "retired-keks"
 CHECKSUM_AD = b"strongroom/v1/config-checksum\x00"
 
 
@@ -219,6 +221,27 @@ class VolumeConfig:
         if not hmac.compare_digest(self._mac(vk.rules_mac), self.params_mac):
             raise ConfigError("the config's parameters were changed (params_mac does not match)")
         return vk
+
+    # -- retired KEKs (FORMAT.md §2): standalone files made before a rotation ------------------
+    def retired_keks(self, kek: bytes) -> list[bytes]:
+        """The KEKs this volume had before its rotations, newest first, opened with the current
+        ``kek``: standalone files (§7) made with the volume's key stay readable."""
+        sealed = self.extra.get(RETIRED)
+        if sealed is None:
+            return []
+        try:
+            ring = keys.unwrap(kek, RETIRED_PURPOSE, self.volume_id, unb64u(sealed))
+        except (keys.WrongKey, ValueError) as e:
+            raise ConfigError(f"the config's retired volume keys do not open: {e}") from None
+        if len(ring) % 32:
+            raise ConfigError("the config's retired volume keys have the wrong size")
+        return [ring[i : i + 32] for i in range(0, len(ring), 32)]
+
+    def retire(self, old_kek: bytes, new_kek: bytes) -> None:
+        """Record ``old_kek`` (and the ones before it) under ``new_kek``; the config must still
+        hold the keys wrapped under ``old_kek`` when this is called."""
+        ring = b"".join([old_kek, *self.retired_keks(old_kek)])
+        self.extra[RETIRED] = b64u(keys.wrap(new_kek, RETIRED_PURPOSE, self.volume_id, ring))
 
     def unlock_passphrase(self, passphrase: str) -> keys.VolumeKeys:
         """Try each passphrase source (primary, then recovery)."""

@@ -75,6 +75,7 @@ def rotate(
             _rotate_header(path, old.kek, new_kek, cfg.volume_id, result)
         progress(1)
     pending = cfg.extra.pop(ROTATION)
+    cfg.retire(old.kek, new_kek)  # standalone files made with the old KEK stay readable
     cfg.key_sources = pending["key_sources"]
     cfg.wrapped = {k: unb64u(v) for k, v in pending["wrapped"].items()}
     cfg.save(volume)

@@ -207,14 +207,14 @@ def encrypt_with_passphrase(src: IO[bytes], dst: IO[bytes], passphrase: str, thr
     return encrypt_stream(src, dst, volume_id, kek, passphrase_source(kek, volume_id, passphrase), threads)
 
 
-def decrypt_stream(src: IO[bytes], dst: IO[bytes], kek_for: Callable[[Envelope], bytes], threads: int = 0) -> int:
-    """Write src's plaintext to dst; ``kek_for`` turns the envelope into the KEK (or raises).
-    content.DamagedFile on any block that fails authentication and on a cut file.  Pieces are
-    opened by ``threads`` threads and written in order, like encrypt_stream's."""
+def decrypt_stream(src: IO[bytes], dst: IO[bytes], kek_for: Callable[[Envelope], list[bytes]], threads: int = 0) -> int:
+    """Write src's plaintext to dst; ``kek_for`` turns the envelope into the KEKs that may have
+    made it (a volume's current KEK and its retired ones), or raises.  content.DamagedFile on
+    any block that fails authentication and on a cut file.  Pieces are opened by ``threads``
+    threads and written in order, like encrypt_stream's."""
     threads = threads or default_threads()
     env = read_envelope(src)
-    kek = kek_for(env)
-    header = content.FileHeader.decode(_read_full(src, content.HEADER), kek, env.volume_id)
+    header = _header(_read_full(src, content.HEADER), kek_for(env), env.volume_id)
     cipher = content.FileCipher(header)
     step = PIECE // content.BLOCK * content.CBLOCK
     # Each read lands after the carry: the bytes of the last piece that may be the end marker.
@@ -244,6 +244,15 @@ def decrypt_stream(src: IO[bytes], dst: IO[bytes], kek_for: Callable[[Envelope],
         _drain(queue, dst)
     cipher.open_end(carry, total)
     return total
+
+
+def _header(raw: bytes, keks: list[bytes], volume_id: bytes) -> content.FileHeader:
+    for kek in keks[:-1]:
+        try:
+            return content.FileHeader.decode(raw, kek, volume_id)
+        except content.DamagedFile:
+            continue
+    return content.FileHeader.decode(raw, keks[-1], volume_id)  # the last one's error is the answer
 
 
 def kek_from_passphrase(env: Envelope, passphrase: str) -> bytes:

@@ -90,3 +90,9 @@ def unlock(
     if passphrase is None:
         raise config.ConfigError("this volume needs a passphrase")
     return cfg.unlock_passphrase(passphrase())
+
+
+def standalone_keks(directory: Path, vk: keys.VolumeKeys) -> list[bytes]:
+    """The KEKs a standalone file made with this volume's key may be under: the current one,
+    then the ones retired by rotations, newest first (FORMAT.md §7)."""
+    return [bytes(vk.kek), *config.VolumeConfig.load(directory).retired_keks(vk.kek)]
