@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from strongroom.fs import acl
+from strongroom.fs import acl, config
 from tests.fs.mounts import Mount
 from tests.serverproc import cli
 
@@ -249,6 +249,19 @@ def test_denials_reach_the_key_servers_audit_log_and_wait_while_it_is_down(tmp_p
             time.sleep(0.3)
         assert found and found[0]["detail"]["program"] == HEAD and found[0]["outcome"] == "denied"
         assert sum(e["detail"]["count"] for e in found) >= 3  # every denial counted, batched
+        rules = m.lower / acl.RULES_FILE
+        saved = rules.read_text()
+        rules.unlink()  # every access is denied, and the audit says why
+        time.sleep(acl.RELOAD_CHECK_S + 0.2)
+        assert _refused(_run(CAT, str(m.mnt / "f")))
+        deadline = time.monotonic() + 20
+        why: list[dict] = []
+        while not why and time.monotonic() < deadline:
+            why = [e for e in admin.audit_tail(limit=200) if "is missing" in e["detail"].get("reason", "")]
+            time.sleep(0.3)
+        assert why and why[0]["detail"]["program"] == CAT and why[0]["outcome"] == "denied"
+        rules.write_text(saved)
+        time.sleep(acl.RELOAD_CHECK_S + 0.2)
         d.servers[0].stop()  # unreachable: denials wait in the spool, file I/O goes on
         assert _refused(_run(HEAD, str(m.mnt / "f")))
         spool = next(Path("/run/strongroom").glob("acl-*.spool.jsonl"), None)
@@ -271,3 +284,65 @@ def test_the_clis_acl_timeout_default_is_the_mounts() -> None:
 
     option = next(p for p in fs_mount.params if p.name == "acl_timeout")
     assert option.default == mount.ACL_TIMEOUT
+
+
+def test_deleted_or_rolled_back_rules_deny_everything_live_and_refuse_the_mount(vol: Mount) -> None:
+    """The config records (under its MAC) that the volume has rules and their lowest serial: a
+    deleted rules file, or an older validly MAC'd one put back, denies every access."""
+    rules = vol.lower / acl.RULES_FILE
+    _acl(vol, "mode", str(vol.lower), "permissive")
+    permissive = rules.read_text()  # serial 1: allows everything
+    _acl(vol, "mode", str(vol.lower), "enforcing")
+    _acl(vol, "add", str(vol.lower), "--allow", CAT, "--mode", "r")
+    current = rules.read_text()
+    floor = config.VolumeConfig.load(vol.lower).extra[config.ACL]["serial"]
+    assert floor == json.loads(current)["serial"] == 3
+    data = str(vol.mnt / "db" / "data")
+    vol.start()
+    try:
+        assert _run(CAT, data).returncode == 0 and _refused(_run(HEAD, data))
+        for bad, why in ((None, "is missing"), (permissive, "is older")):
+            if bad is None:
+                rules.unlink()
+            else:
+                rules.write_text(bad)
+            time.sleep(acl.RELOAD_CHECK_S + 0.2)
+            assert _refused(_run(CAT, data)) and _refused(_run(HEAD, data)), why
+            assert _refused(_run(LS, str(vol.mnt / "db"))), why
+            assert why in vol.log.read_text()
+            rules.write_text(current)
+            time.sleep(acl.RELOAD_CHECK_S + 0.2)
+            assert _run(CAT, data).returncode == 0, why
+    finally:
+        vol.stop()
+    for bad, why in ((None, b"is missing"), (permissive, b"is older")):
+        if bad is None:
+            rules.unlink()
+        else:
+            rules.write_text(bad)
+        r = cli("fs", "mount", str(vol.lower), str(vol.mnt), "--passphrase-file", str(vol.pwfile))
+        assert r.returncode == 1 and b"refusing to mount" in r.stderr and why in r.stderr, r.stderr
+        rules.write_text(current)
+    # removing the config's record breaks the config's MAC: the mount refuses
+    cfg_path = vol.lower / config.CONFIG
+    saved = cfg_path.read_text()
+    stripped = json.loads(saved)
+    del stripped[config.ACL]
+    stripped["checksum"] = config._checksum(stripped)
+    cfg_path.write_text(json.dumps(stripped))
+    rules.unlink()
+    r = cli("fs", "mount", str(vol.lower), str(vol.mnt), "--passphrase-file", str(vol.pwfile))
+    assert r.returncode != 0 and b"parameters were changed" in r.stderr, r.stderr
+    cfg_path.write_text(saved)
+    rules.write_text(current)
+
+
+def test_rules_added_to_a_live_mount_without_rules_are_enforced_at_once(vol: Mount) -> None:
+    data = str(vol.mnt / "db" / "data")
+    vol.start()
+    assert _run(PYTHON, "-c", f"open({data!r}).read()").returncode == 0
+    _acl(vol, "add", str(vol.mnt), "--allow", CAT, "--mode", "r")
+    time.sleep(acl.RELOAD_CHECK_S + 0.2)
+    assert _refused(_run(PYTHON, "-c", f"open({data!r}).read()"))
+    assert _refused(_run(LS, str(vol.mnt / "db")))
+    assert _run(CAT, data).returncode == 0

@@ -2,7 +2,9 @@
 
 Rules live in the volume (`strongroom.acl.json`) with an HMAC-SHA256 under the volume's rules
 MAC key (FORMAT.md §2), so changing them needs the volume key and an edit on disk without it is
-detected: the daemon then refuses everything until the rules verify again.
+detected: the daemon then refuses everything until the rules verify again.  The volume config
+records, under its own MAC, that the volume has rules and their lowest serial: deleting the
+rules file or putting back an older one is refused the same way.
 
 A caller (the FUSE request's pid) is resolved to its executable (/proc/PID/exe), uid and, when
 a rule asks, its command line and ancestors.  The executable's SHA-256 is cached by device,
@@ -24,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from strongroom.fs import durable, procid
+from strongroom.fs import config, durable, procid
 from strongroom.fs.names import b64u
 
 RULES_FILE = "strongroom.acl.json"
@@ -100,10 +102,43 @@ def load_rules(volume: Path, key: bytes) -> RuleSet | None:
 
 
 def save_rules(volume: Path, key: bytes, rs: RuleSet) -> None:
-    rs.serial += 1
+    """Write the rules with the next serial, then record in the volume config (under its MAC)
+    that the volume has rules at that serial or later: from then on a missing or older rules file
+    is refused.  The rules go first, so a crash between leaves a floor the file still meets."""
+    cfg = config.VolumeConfig.load(volume)
+    try:
+        floor = cfg.verified_acl_floor(key)
+    except config.ConfigError as e:
+        raise AclError(str(e)) from None
+    rs.serial = max(rs.serial, floor or 0) + 1
     body = json.loads(rs.canonical())
     body["mac"] = rs.mac(key)
     durable.replace_file(volume / RULES_FILE, (json.dumps(body, indent=2) + "\n").encode())
+    cfg.raise_acl_floor(rs.serial, key)
+    cfg.save(volume)
+
+
+def required_serial(volume: Path, key: bytes) -> int | None:
+    """The serial the volume's rules must have at least (None: it never had rules)."""
+    try:
+        return config.VolumeConfig.load(volume).verified_acl_floor(key)
+    except config.ConfigError as e:
+        raise AclError(str(e)) from None
+
+
+def check_rules(rs: RuleSet | None, floor: int | None) -> RuleSet | None:
+    """``rs`` if it may be used on a volume whose rules are at ``floor`` or later; AclError for
+    a volume with rules whose file is gone or older (a rollback)."""
+    if floor is None:
+        return rs
+    if rs is None:
+        raise AclError(f"{RULES_FILE} is missing, but this volume has access rules (serial {floor} or later)")
+    if rs.serial < floor:
+        raise AclError(
+            f"{RULES_FILE} is older than this volume's rules (serial {rs.serial}, need {floor} or later): "
+            "an earlier copy was put back"
+        )
+    return rs
 
 
 def sha256_file(path: str) -> str:
@@ -127,8 +162,12 @@ class Caller:
 class Enforcer:
     """Decides whether a calling process may reach a path, and reloads the rules when they change."""
 
-    def __init__(self, volume: Path, key: bytes, learn_log: Path | None = None, reporter: Any = None) -> None:
+    def __init__(
+        self, volume: Path, key: bytes, learn_log: Path | None = None, reporter: Any = None, floor: int | None = None
+    ) -> None:
         self.volume = volume
+        # the lowest serial accepted: the config's record, raised to every serial seen since
+        self.floor = floor
         self.reporter = reporter  # an acl_report.DenialReporter for volumes keyed by the server
         self._key = key
         self._lock = threading.Lock()
@@ -159,7 +198,11 @@ class Enforcer:
             return
         self._stamp = stamp
         try:
-            self.rules = load_rules(self.volume, self._key)
+            self.rules = check_rules(load_rules(self.volume, self._key), self.floor)
+            if self.rules is not None:
+                self.floor = self.rules.serial
+            if self.broken is not None:
+                log.warning("access rules verify again (serial %s)", self.floor)
             self.broken = None
         except AclError as e:
             self.rules = None
@@ -226,6 +269,10 @@ class Enforcer:
             return True
         if self.broken is not None:
             log.warning("denied pid %d: access rules do not verify", pid)
+            if self.reporter is not None:  # the audit says why, once per program and directory
+                c = self.caller(pid)
+                if c is not None:
+                    self.reporter.add(c.exe, c.sha256, c.uid, os.path.dirname(rel_path) or ".", write, True, self.broken)
             return False
         assert self.rules is not None
         ident = self.identity(pid)

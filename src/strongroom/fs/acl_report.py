@@ -29,16 +29,18 @@ class DenialReporter:
         self._client_factory = client_factory
         self.spool = spool
         self.interval = interval
-        self._pending: dict[tuple[str, str, int, str, bool, bool], dict[str, Any]] = {}
+        self._pending: dict[tuple[str, str, int, str, bool, bool, str | None], dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._pid = -1
         self._failing = False
         self.sent = 0
 
-    def add(self, program: str, sha256: str, uid: int, path_class: str, write: bool, enforced: bool) -> None:
+    def add(
+        self, program: str, sha256: str, uid: int, path_class: str, write: bool, enforced: bool, reason: str | None = None
+    ) -> None:
         now = time.time()
-        key = (program, sha256, uid, path_class, write, enforced)
+        key = (program, sha256, uid, path_class, write, enforced, reason)
         with self._lock:
             e = self._pending.get(key)
             if e is None:
@@ -54,6 +56,8 @@ class DenialReporter:
                     "first_at": now,
                     "last_at": now,
                 }
+                if reason is not None:  # the rules themselves were refused: every access is
+                    self._pending[key]["reason"] = reason[:200]
             else:
                 e["count"] += 1
                 e["last_at"] = now

@@ -87,8 +87,13 @@ def _checksum(d: dict[str, Any]) -> str:
     return b64u(hashlib.sha256(CHECKSUM_AD + json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).digest())
 
 
+ACL = "acl"  # {"serial": n}: the volume has access rules, at serial n or later (docs/ACL.md)
+
+
 def _canonical_params(d: dict[str, Any]) -> bytes:
     keep = {k: d[k] for k in ("block_size", "cipher", "format", "long_name_max", "names", "version", "volume_id")}
+    if ACL in d:  # once present, removing it breaks the MAC: rules cannot be made to disappear
+        keep[ACL] = d[ACL]
     return json.dumps(keep, sort_keys=True, separators=(",", ":")).encode()
 
 
@@ -221,6 +226,25 @@ class VolumeConfig:
         if not hmac.compare_digest(self._mac(vk.rules_mac), self.params_mac):
             raise ConfigError("the config's parameters were changed (params_mac does not match)")
         return vk
+
+    # -- access rules (docs/ACL.md) --------------------------------------------------------
+    def verified_acl_floor(self, rules_mac_key: bytes) -> int | None:
+        """The lowest serial the volume's rules may have, or None for a volume that never had
+        rules; ConfigError when the parameters' MAC (which covers this record) does not verify."""
+        if not hmac.compare_digest(self._mac(rules_mac_key), self.params_mac):
+            raise ConfigError("the config's parameters were changed (params_mac does not match)")
+        record = self.extra.get(ACL)
+        if record is None:
+            return None
+        try:
+            return int(record["serial"])
+        except (KeyError, TypeError, ValueError):
+            raise ConfigError("the config's access-rules record is corrupt") from None
+
+    def raise_acl_floor(self, serial: int, rules_mac_key: bytes) -> None:
+        self.verified_acl_floor(rules_mac_key)
+        self.extra[ACL] = {"serial": serial}
+        self.params_mac = self._mac(rules_mac_key)
 
     # -- retired KEKs (FORMAT.md §2): standalone files made before a rotation ------------------
     def retired_keks(self, kek: bytes) -> list[bytes]:

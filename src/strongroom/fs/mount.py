@@ -451,7 +451,8 @@ def _fuse_class() -> Any:
             return 0
 
         def readdir_fuse_3(self, path: bytes | None, buf: Any, filler: Any, offset: int, fip: Any, flags: int) -> int:
-            if not self.operations.plus_listings:
+            ops = self.operations
+            if not ops.plus_listings or (ops.acl is not None and ops.acl.active):  # rules may appear live
                 return int(super().readdir_fuse_3(path, buf, filler, offset, fip, flags))
             fh = fip.contents.fh
             entries = self._listings.get(fh) if offset else None
@@ -526,21 +527,29 @@ def run(
     ops.attr_timeout = attr_timeout
     if os.environ.get("STRONGROOM_FS_NO_READDIRPLUS") == "1":  # names-only listings, for A/B runs
         ops.plus_listings = False
-    if (volume / acl.RULES_FILE).exists():
-        try:
-            acl.load_rules(volume, keys.rules_mac)
-        except acl.AclError as e:
-            raise MountError(f"refusing to mount: {e}") from None
-        learn = acl.learn_log_path(keys.volume_id)
-        learn.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        reporter = None
-        if report_to is not None:  # a volume keyed by the server: denials go to its audit log too
-            from strongroom.fs.acl_report import DenialReporter
-            from strongroom.fs.names import b64u
+    # Every mount watches for rules, so rules added to a live mount that had none are enforced;
+    # a volume that has rules (the config's record) mounts only with rules at least that new.
+    try:
+        floor = acl.required_serial(volume, keys.rules_mac)
+        acl.check_rules(acl.load_rules(volume, keys.rules_mac), floor)
+    except acl.AclError as e:
+        raise MountError(f"refusing to mount: {e}") from None
+    learn: Path | None = acl.learn_log_path(keys.volume_id)
+    spool_dir = acl.learn_log_path(keys.volume_id).parent
+    try:
+        spool_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as e:  # a mount by a user who cannot write /run: denials are only logged
+        logging.getLogger("strongroom.acl").warning("%s: denials will not be kept for 'acl learn' (%s)", spool_dir, e.strerror)
+        learn = None
+    reporter = None
+    if report_to is not None:  # a volume keyed by the server: denials go to its audit log too
+        from strongroom.fs.acl_report import DenialReporter
+        from strongroom.fs.names import b64u
 
-            vid = b64u(keys.volume_id)
-            reporter = DenialReporter(vid, report_to, learn.parent / f"acl-{vid}.spool.jsonl")
-        ops.acl = acl.Enforcer(volume, keys.rules_mac, learn, reporter)
+        vid = b64u(keys.volume_id)
+        reporter = DenialReporter(vid, report_to, spool_dir / f"acl-{vid}.spool.jsonl")
+    ops.acl = acl.Enforcer(volume, keys.rules_mac, learn, reporter, floor)
+    if ops.acl.active:
         ops.plus_listings = False
         # The kernel answers cached lookups and attributes without asking the daemon: on a volume
         # with access rules they are cached for acl_timeout at most (0: every one is checked).

@@ -71,6 +71,9 @@ class AclEventModel(Strict):
     count: int = Field(ge=1, le=2**31 - 1)
     first_at: UnixTime
     last_at: UnixTime
+    reason: str | None = Field(
+        default=None, max_length=200, description="why every access was denied (the volume's rules were refused)"
+    )
 
 
 class EventsRequest(Strict):

@@ -536,6 +536,8 @@ class Service:
         for e in events:
             outcome = "denied" if e["enforced"] else "would-deny"
             detail = {k: e[k] for k in ("program", "sha256", "uid", "path_class", "write", "count", "first_at", "last_at")}
+            if e.get("reason"):
+                detail["reason"] = e["reason"]
             ctx.audit.append(ctx.client.id, "acl.denial", f"volume:{e['volume']}", outcome, **detail)
         return {"recorded": len(events)}
 
