@@ -171,6 +171,7 @@ def test_replay_table_of_an_earlier_version_is_upgraded_without_losing_a_nonce(d
     try:
         with store.read() as tx:  # the old schema, holding the request above as seen
             tx.run("DROP TABLE seen_nonces")
+            tx.run("DROP TABLE registration_failures")  # an earlier version had neither
             tx.run(
                 "CREATE TABLE nonces (client_id VARCHAR(32), nonce VARCHAR(64), expires FLOAT, PRIMARY KEY (client_id, nonce))"
             )
@@ -189,10 +190,13 @@ def test_replay_table_of_an_earlier_version_is_upgraded_without_losing_a_nonce(d
     assert r.status_code == 401 and "replay" in r.json()["message"]
     fresh = httpx.Request("GET", s2.url + "/v1/whoami", headers=c.signed_headers("GET", "/v1/whoami", b""))
     assert http.send(fresh).status_code == 200
+    body = {"org": deployment.org, "auth_secret": "wrong", "name": "w", "public_key": "A" * 43}
+    assert http.post(s2.url + "/v1/register", json=body).status_code == 401  # counted in the new table
     store = storage.Store(deployment.db_url)
     try:
         with store.read() as tx:
             assert tx.value("SELECT COUNT(*) FROM seen_nonces") >= 2
+            assert tx.value("SELECT COUNT(*) FROM registration_failures") == 1
         from sqlalchemy import inspect
 
         assert "nonces" not in inspect(store.engine).get_table_names()

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from strongroom.client import Client, Gone, Unavailable
+from strongroom.client.errors import InvalidRequest
 from tests.pg import PgCluster
 from tests.serverproc import Deployment, tls
 
@@ -119,3 +120,29 @@ def test_database_outage_answers_503_and_recovers(tmp_path: Path) -> None:
         d.close()
     finally:
         cluster.destroy()
+
+
+def _wrong_registrations(d: Deployment, urls: list[str], tmp_path: Path, n: int) -> list[int]:
+    """Status codes of ``n`` registrations with a wrong secret, spread over ``urls`` (each a new
+    connection, so a multi-worker server hands them to different workers)."""
+    codes = []
+    for i in range(n):
+        body = {"org": d.org, "auth_secret": "wrong", "name": f"w{i}", "public_key": "A" * 43}
+        r = httpx.post(urls[i % len(urls)] + "/v1/register", json=body, verify=tls(d.data.ca_file), timeout=10)
+        codes.append(r.status_code)
+    return codes
+
+
+def test_registration_failures_are_counted_across_workers(deployment: Deployment, tmp_path: Path) -> None:
+    s = deployment.start(workers=2)
+    codes = _wrong_registrations(deployment, [s.url], tmp_path, 12)
+    assert codes == [401] * 10 + [429] * 2, codes
+
+
+def test_registration_failures_are_counted_across_servers(pg_deployment: Deployment, tmp_path: Path) -> None:
+    s1, s2 = pg_deployment.start(), pg_deployment.start()
+    codes = _wrong_registrations(pg_deployment, [s1.url, s2.url], tmp_path, 12)
+    assert codes == [401] * 10 + [429] * 2, codes
+    # the right secret from the same address waits out the minute too, on either server
+    with pytest.raises(InvalidRequest, match="too many"):
+        pg_deployment.register(server=s2)

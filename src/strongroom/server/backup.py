@@ -30,7 +30,7 @@ from strongroom.server.datadir import DataDir, DataDirError, ServerConfig
 MAGIC = b"SRBACKUP1\n"
 CHUNK = 1 << 20
 _BACKUP_KEY_AAD = b"strongroom backup key v1"
-SKIP_TABLES = {"nodes", "grants", "seen_nonces", "nonces"}  # runtime state, not data
+SKIP_TABLES = {"nodes", "grants", "seen_nonces", "nonces", "registration_failures"}  # runtime state, not data
 DATA_FILES = [
     "config.json",
     "tls/ca.pem",

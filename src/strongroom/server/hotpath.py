@@ -232,11 +232,7 @@ class HotPath:
                 return out
             pub = service.register_check(model.org, model.name, model.public_key, source)
             digest = secret_hash(model.auth_secret)
-            try:
-                out = await link.call("register", REGISTER, ("", "", 0), (model.org, digest, model.name, pub, source))
-            except ApiError as e:
-                service.registration_done(source, e)
-                raise
+            out = await link.call("register", REGISTER, ("", "", 0), (model.org, digest, model.name, pub, source))
             return out
 
         await self._answer(scope, send, "/v1/register:POST", 201, run)

@@ -13,9 +13,7 @@ import json
 import logging
 import os
 import re
-import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -54,6 +52,7 @@ CLIENT_ID_RE = re.compile(r"^c_[A-Za-z0-9_-]{16}$")
 NONCE_RE = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 MAX_ENTROPY = 65536
 REGISTER_FAILURES_PER_MINUTE = 10
+REGISTER_WINDOW_SECONDS = 60
 
 T = TypeVar("T")
 
@@ -152,30 +151,6 @@ def new_client_id() -> str:
     return "c_" + b64u(os.urandom(12))
 
 
-class RegistrationLimiter:
-    """Failed registrations per source address in a sliding minute (per server process)."""
-
-    def __init__(self, limit: int = REGISTER_FAILURES_PER_MINUTE) -> None:
-        self.limit = limit
-        self._fails: dict[str, deque[float]] = {}
-        self._lock = threading.Lock()
-
-    def check(self, addr: str) -> None:
-        now = time.monotonic()
-        with self._lock:
-            q = self._fails.get(addr)
-            while q and q[0] < now - 60:
-                q.popleft()
-            if q is not None and len(q) >= self.limit:
-                raise TooMany("too many failed registrations from this address; wait a minute")
-
-    def fail(self, addr: str) -> None:
-        with self._lock:
-            if len(self._fails) > 100_000:
-                self._fails.clear()  # bound memory under address-spraying
-            self._fails.setdefault(addr, deque()).append(time.monotonic())
-
-
 class Service:
     def __init__(self, store: st.Store, barrier: barrier_mod.Barrier, datadir: DataDir, config: ServerConfig) -> None:
         self.store = store
@@ -183,7 +158,6 @@ class Service:
         self.datadir = datadir
         self.config = config
         self.head_file = datadir.head_file
-        self.limiter = RegistrationLimiter()
         self.committer = GroupCommitter(store, barrier, self.head_file)
         self._keys: dict[str, bytes] = {}
         self.entropy_mixer = EntropyMixer(config.entropy_mix)
@@ -298,14 +272,11 @@ class Service:
     # -- registration -----------------------------------------------------------------------
     def register_future(self, org: str, auth_secret: str, name: str, public_key: str, source: str) -> Future[dict[str, Any]]:
         pub = self.register_check(org, name, public_key, source)
-        fut = self.submit(self.register_action(org, secret_hash(auth_secret), name, pub, source))
-        fut.add_done_callback(lambda f: self.registration_done(source, f.exception()))
-        return fut
+        return self.submit(self.register_action(org, secret_hash(auth_secret), name, pub, source))
 
     def register_check(self, org: str, name: str, public_key: str, source: str) -> bytes:
-        """What a registration is checked for before the database: the source's failure count,
-        names, the key's form.  Returns the public key's bytes."""
-        self.limiter.check(source)
+        """What a registration is checked for before the database: names, the key's form.
+        Returns the public key's bytes."""
         check_name(org, "organization name", SHORT_NAME_RE)
         check_name(name, "client name", CLIENT_NAME_RE)
         try:
@@ -316,22 +287,28 @@ class Service:
             raise BadRequest("public_key must be a 32-byte Ed25519 public key")
         return pub
 
-    def registration_done(self, source: str, error: BaseException | None) -> None:
-        """Count a wrong secret against its source (the process that checks the count does this)."""
-        if isinstance(error, Unauthorized):
-            self.limiter.fail(source)
-
     def register_action(
         self, org: str, digest: bytes, name: str, pub: bytes, source: str
     ) -> Callable[[Tx, audit_mod.AuditWriter], dict[str, Any]]:
         """The registration's transaction; ``digest`` is ``secret_hash`` of the auth secret given,
         so the secret itself goes no further than the process that received it."""
 
+        addr = source[:64]
+
         def run(tx: Tx, aw: audit_mod.AuditWriter) -> dict[str, Any]:
+            # Counted in the database: every worker and every server on it sees the same count.
+            now = time.time()
+            failed = tx.one(
+                "SELECT COUNT(*) FROM registration_failures WHERE source = ? AND at > ?", addr, now - REGISTER_WINDOW_SECONDS
+            )
+            if failed is not None and failed[0] >= REGISTER_FAILURES_PER_MINUTE:
+                raise TooMany("too many failed registrations from this address; wait a minute")
             row = tx.one("SELECT id, secret_hash FROM orgs WHERE name = ?", org)
             expected = bytes(row[1]) if row is not None else secret_hash(new_secret())
             if not hmac.compare_digest(expected, digest) or row is None:
                 aw.append("anonymous", "register", org, "denied", source=source, reason="wrong organization or auth secret")
+                tx.run("DELETE FROM registration_failures WHERE source = ? AND at <= ?", addr, now - REGISTER_WINDOW_SECONDS)
+                tx.run("INSERT INTO registration_failures (source, at) VALUES (?, ?)", addr, now)
                 raise Refused(Unauthorized("wrong organization or auth secret"))
             client_id = new_client_id()
             try:

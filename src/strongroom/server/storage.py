@@ -25,6 +25,7 @@ from sqlalchemy import (
     Column,
     Float,
     ForeignKey,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
@@ -152,6 +153,16 @@ seen_nonces = Table(
     Column("nonce", String(64), primary_key=True),
     Column("client_id", String(32), primary_key=True),
     sqlite_with_rowid=False,
+)
+
+# Wrong registration secrets by source address, in the database so that every worker and every
+# server on it counts the same failures (a sliding minute: service.py).
+registration_failures = Table(
+    "registration_failures",
+    metadata,
+    Column("source", String(64), nullable=False),
+    Column("at", Float, nullable=False),
+    Index("registration_failures_by_source", "source", "at"),
 )
 
 audit = Table(
@@ -349,10 +360,17 @@ class Store:
         from sqlalchemy.exc import DBAPIError
 
         for _attempt in range(3):
+            try:
+                with self.wrap_errors():
+                    registration_failures.create(self.engine, checkfirst=True)
+                break
+            except (DBAPIError, StorageUnavailable):
+                continue  # another process got there first: look again
+        for _attempt in range(3):
             with self.wrap_errors():
                 names = set(inspect(self.engine).get_table_names())
             if "seen_nonces" in names and "nonces" not in names:
-                return
+                break
             try:
                 with self.wrap_errors():
                     seen_nonces.create(self.engine, checkfirst=True)
@@ -372,6 +390,8 @@ class Store:
             names = set(inspect(self.engine).get_table_names())
         if "seen_nonces" not in names or "nonces" in names:
             raise StorageUnavailable("could not upgrade the database schema (replay table)")
+        if "registration_failures" not in names:
+            raise StorageUnavailable("could not upgrade the database schema (registration failures)")
 
     def has_schema(self) -> bool:
         from sqlalchemy import inspect
