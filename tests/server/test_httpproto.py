@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import ssl
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import httpx
+import pytest
+
+from strongroom.server import httpproto
 from tests.serverproc import Deployment, tls
 
 
@@ -73,4 +79,81 @@ def test_a_large_answer_arrives_whole(tmp_path: Path) -> None:
         c.put("big", blob)
         assert c.get("big") == blob
     finally:
+        d.close()
+
+
+def _bounded(tmp_path: Path, header_timeout: float = 2.0, body_timeout: float = 2.0) -> tuple[Deployment, str]:
+    d = Deployment(tmp_path, None)
+    cfg = json.loads(d.data.config_path.read_text())
+    cfg.update(header_timeout=header_timeout, body_timeout=body_timeout)
+    d.data.config_path.write_text(json.dumps(cfg))
+    return d, d.start().url
+
+
+def _status(answer: bytes) -> tuple[int, dict]:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body) if body else {}
+
+
+def _healthy(url: str, d: Deployment) -> None:
+    assert httpx.get(url + "/health", verify=tls(d.data.ca_file), timeout=5).status_code == 200
+
+
+def test_oversized_heads_are_refused_before_anything_else(tmp_path: Path) -> None:
+    d, url = _bounded(tmp_path)
+    try:
+        for head, expected in (
+            (b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (16 << 20) + b"\r\n\r\n", 431),  # one 16 MiB line
+            (b"GET /health HTTP/1.1\r\nHost: x\r\n" + b"X-A: b\r\n" * (httpproto.MAX_HEADERS + 1) + b"\r\n", 431),
+            (b"GET /health HTTP/1.1\r\n" + (b"X-A: " + b"b" * 1000 + b"\r\n") * 70 + b"\r\n", 431),  # many long lines
+            (b"GET /" + b"p" * (httpproto.MAX_URL_BYTES + 1) + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414),
+        ):
+            with _connect(url, d.data.ca_file) as c:
+                try:
+                    c.sendall(head)
+                except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+                    pass  # the server answered and closed before taking all of it
+                status, body = _status(_read_all(c))
+            assert status == expected and body["error"] in ("headers_too_large", "uri_too_long"), body
+        _healthy(url, d)
+    finally:
+        d.close()
+
+
+def test_slow_heads_and_bodies_time_out(tmp_path: Path) -> None:
+    d, url = _bounded(tmp_path, header_timeout=1.5, body_timeout=1.5)
+    try:
+        started = time.monotonic()
+        with _connect(url, d.data.ca_file) as idle, _connect(url, d.data.ca_file) as slow, _connect(url, d.data.ca_file) as body:
+            slow.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+            body.sendall(b"POST /v1/register HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+            for _ in range(4):  # a byte now and then does not extend the deadline
+                time.sleep(0.5)
+                slow.sendall(b"X")
+            answers = [_status(_read_all(c)) for c in (idle, slow, body)]
+        assert [a[0] for a in answers] == [408, 408, 408], answers
+        assert time.monotonic() - started < 10
+        _healthy(url, d)
+    finally:
+        d.close()
+
+
+def test_connections_per_source_are_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    d, url = _bounded(tmp_path, header_timeout=30)
+    held: list[ssl.SSLSocket] = []
+    try:
+        for _ in range(httpproto.MAX_CONNECTIONS_PER_SOURCE):
+            held.append(_connect(url, d.data.ca_file))
+        held[-1].sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")  # all of them accepted
+        assert held[-1].recv(100).startswith(b"HTTP/1.1 200")
+        with _connect(url, d.data.ca_file) as over:
+            status, body = _status(_read_all(over))
+        assert status == 503 and "this address" in body["message"]
+        for c in held[:10]:
+            c.close()
+        time.sleep(0.3)
+        _healthy(url, d)  # room again once some closed
+    finally:
+        for c in held:
+            c.close()
         d.close()

@@ -1,17 +1,48 @@
-"""uvicorn's httptools protocol with a response's writes coalesced into one.
+"""The server's HTTP/1.1 protocol: uvicorn's httptools protocol, bounded, with a response's
+writes coalesced into one.
 
-An ASGI response is two messages (start, then body), and uvicorn writes each to the transport
-as it comes: over TLS that is two records and two socket writes for every small answer.
-Here the writes made in one turn of the event loop are joined and handed to the transport once,
-at the end of that turn: same bytes, same order, one record and one system call.
+Bounds (none of them is uvicorn's with httptools, which would buffer a header of any size and wait
+forever for one that never ends; each answers before any authentication):
+- the request target at most MAX_URL_BYTES: 414; the request line and headers together at most
+  MAX_HEAD_BYTES and MAX_HEADERS lines: 431;
+- the headers must arrive within ``header_timeout`` of the request's first byte (or of the
+  connection's start), the body within ``body_timeout`` of the headers: 408, then close;
+- at most MAX_CONNECTIONS open connections per worker, MAX_CONNECTIONS_PER_SOURCE from one
+  address: the connection over the cap is answered 503 and closed.
+
+Coalescing: an ASGI response is two messages (start, then body), and uvicorn writes each to the
+transport as it comes: over TLS that is two records and two socket writes for every small
+answer.  Here the writes made in one turn of the event loop are joined and handed to the
+transport once, at the end of that turn: same bytes, same order, one record and one system call.
+
+This subclasses uvicorn's protocol and uses its internals (parser callbacks, ``cycle``,
+``connections``): pyproject pins uvicorn to the tested minor version.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
+import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+MAX_HEAD_BYTES = 64 * 1024
+MAX_URL_BYTES = 16 * 1024
+MAX_HEADERS = 100
+MAX_CONNECTIONS = 4096
+MAX_CONNECTIONS_PER_SOURCE = 256
+HEADER_TIMEOUT_S = 10.0
+BODY_TIMEOUT_S = 30.0
+
+_REASONS = {
+    400: b"Bad Request",
+    408: b"Request Timeout",
+    414: b"URI Too Long",
+    431: b"Request Header Fields Too Large",
+    503: b"Service Unavailable",
+}
 
 
 class CoalescingTransport:
@@ -52,6 +83,131 @@ class CoalescingTransport:
         return getattr(self._transport, name)
 
 
-class CoalescingHttpToolsProtocol(HttpToolsProtocol):  # type: ignore[misc]
+class _Refuse(Exception):
+    """Raised from a parser callback to stop parsing; the protocol answers ``status``."""
+
+
+class BoundedHttpProtocol(HttpToolsProtocol):  # type: ignore[misc]
+    header_timeout = HEADER_TIMEOUT_S
+    body_timeout = BODY_TIMEOUT_S
+    # open connections of this worker per source address (a worker is one process, one loop)
+    _per_source: dict[str, int] = {}
+
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
+        self._source = self.client[0] if self.client else ""
+        self._per_source[self._source] = self._per_source.get(self._source, 0) + 1
+        self._head_bytes = 0
+        self._head_parsed = 0
+        self._header_count = 0
+        self._in_head = True
+        self._refusal: tuple[int, str, str] | None = None
+        self._deadline: asyncio.TimerHandle | None = None
+        if len(self.connections) > MAX_CONNECTIONS:
+            self._answer(503, "unavailable", "too many open connections to this server; retry later")
+        elif self._per_source[self._source] > MAX_CONNECTIONS_PER_SOURCE:
+            self._answer(503, "unavailable", "too many open connections from this address; retry later")
+        else:
+            self._arm(self.header_timeout, "the request's headers did not arrive in time")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        left = self._per_source.get(self._source, 1) - 1
+        if left > 0:
+            self._per_source[self._source] = left
+        else:
+            self._per_source.pop(self._source, None)
+        self._disarm()
+        super().connection_lost(exc)
+
+    # -- deadlines -------------------------------------------------------------------------
+    def _arm(self, seconds: float, message: str) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(seconds, self._expired, message)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self, message: str) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        if self.cycle is None or self.cycle.response_complete or not self.cycle.response_started:
+            self._answer(408, "timeout", message)
+        else:
+            self.transport.close()
+
+    # -- parsing ---------------------------------------------------------------------------
+    def data_received(self, data: bytes) -> None:
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._answer(400, "bad_request", "protocol upgrades are not supported")
+            return
+        except httptools.HttpParserError:
+            status, code, message = self._refusal or (400, "bad_request", "invalid HTTP request")
+            self._answer(status, code, message)
+            return
+        if self._in_head:  # every byte of this piece belongs to a head not yet complete: the parser holds it
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:
+                self._answer(431, "headers_too_large", f"the request line and headers exceed {MAX_HEAD_BYTES} bytes")
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_head = True
+        self._head_bytes = 0
+        self._head_parsed = 0
+        self._header_count = 0
+        if self._deadline is None:
+            self._arm(self.header_timeout, "the request's headers did not arrive in time")
+
+    def on_url(self, url: bytes) -> None:
+        super().on_url(url)
+        if len(self.url) > MAX_URL_BYTES:
+            self._refusal = (414, "uri_too_long", f"the request target exceeds {MAX_URL_BYTES} bytes")
+            raise _Refuse
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        # a head that arrived whole in one piece is measured here, line by line
+        self._header_count += 1
+        self._head_parsed += len(name) + len(value) + 4
+        if self._header_count > MAX_HEADERS:
+            self._refusal = (431, "headers_too_large", f"more than {MAX_HEADERS} header lines")
+            raise _Refuse
+        if self._head_parsed + len(self.url) > MAX_HEAD_BYTES:
+            self._refusal = (431, "headers_too_large", f"the request line and headers exceed {MAX_HEAD_BYTES} bytes")
+            raise _Refuse
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._arm(self.body_timeout, "the request's body did not arrive in time")
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._disarm()
+        super().on_message_complete()
+
+    def send_400_response(self, msg: str) -> None:
+        self._answer(400, "bad_request", msg)
+
+    def _answer(self, status: int, code: str, message: str) -> None:
+        """A JSON error and the connection's end, before any application code ran."""
+        self._disarm()
+        if self.transport.is_closing():
+            return
+        body = json.dumps({"error": code, "message": message}).encode()
+        self.transport.write(
+            b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
+            % (status, _REASONS[status], len(body))
+            + body
+        )
+        self.transport.close()
+
+
+def bounded_protocol(header_timeout: float, body_timeout: float) -> type[BoundedHttpProtocol]:
+    """The protocol class for uvicorn's ``http`` setting, with this server's deadlines."""
+    return type("BoundedHttpProtocol", (BoundedHttpProtocol,), {"header_timeout": header_timeout, "body_timeout": body_timeout})

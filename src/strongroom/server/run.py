@@ -88,7 +88,7 @@ def _worker(sock: socket.socket, data: DataDir, unseal_key: bytes | None, log_le
     import uvicorn
 
     from strongroom.server.api import REQUEST_TIMEOUT, create_app
-    from strongroom.server.httpproto import CoalescingHttpToolsProtocol
+    from strongroom.server.httpproto import bounded_protocol
     from strongroom.server.nodes import NodeAgent
     from strongroom.server.service import Service
     from strongroom.server.writer import frame_limit
@@ -117,7 +117,7 @@ def _worker(sock: socket.socket, data: DataDir, unseal_key: bytes | None, log_le
         ssl_keyfile=str(data.tls / "server-key.pem"),
         server_header=False,
         proxy_headers=False,  # the peer address is the source (rate limits): no X-Forwarded-For from anyone
-        http=CoalescingHttpToolsProtocol if os.environ.get("STRONGROOM_NO_COALESCE") != "1" else "httptools",
+        http=bounded_protocol(config.header_timeout, config.body_timeout),
     )
     uconfig.load()
     uconfig.ssl = tls.server_context(data.tls)  # TLS 1.2 minimum, AEAD suites only
