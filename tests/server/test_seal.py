@@ -81,8 +81,20 @@ def test_started_sealed_until_unsealed_everywhere(deployment: Deployment) -> Non
         c.whoami()
     admin.unseal(PASSPHRASE)
     _eventually(lambda: _all_workers(c2, expect_sealed=False))
-    actions = [e["action"] for e in admin.audit_tail(-1, 1000)]
-    assert actions.count("unseal") == 2 and "seal" in actions
+    entries = admin.audit_tail(-1, 1000)
+    actions = [e["action"] for e in entries]
+    unseals = [(e["outcome"], "while_sealed_at" in e["detail"]) for e in entries if e["action"] == "unseal"]
+    # the refusal made while sealed was held, then chained by the unseal, before its own entry
+    assert unseals == [("denied", True), ("ok", False), ("ok", False)] and "seal" in actions
+
+
+def test_a_wrong_passphrase_on_an_unsealed_server_is_refused_and_audited(running: Deployment) -> None:
+    admin = running.admin()
+    with pytest.raises(Denied, match="wrong passphrase"):
+        admin.unseal("not the passphrase")
+    assert admin.unseal(PASSPHRASE) == {"sealed": False, "changed": False}
+    unseals = [(e["outcome"], e["detail"].get("reason")) for e in admin.audit_tail(-1, 1000) if e["action"] == "unseal"]
+    assert unseals == [("denied", "wrong passphrase"), ("ok", None)]
 
 
 def test_unseal_needs_admin(running: Deployment) -> None:
@@ -134,3 +146,17 @@ def test_rotation_rewraps_keys_not_ciphertext(deployment: Deployment) -> None:
     assert c.get("after") == b"rotation"
     r = cli("server", "audit", "verify", "--data", str(deployment.data.path), "--passphrase-file", str(deployment.pwfile))
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_private_files_are_private(running: Deployment) -> None:
+    """Every file of the data dir that holds a secret, the database included, is 0600 (the
+    database's WAL and shm too), in a 0700 directory."""
+    c = running.register()
+    c.put("k", b"v")
+    data = running.data.path
+    assert data.stat().st_mode & 0o777 == 0o700
+    private = ["node.key", "audit.head", "tls/ca-key.pem", "tls/server-key.pem", "admin/identity.key", "config.json"]
+    if running.db_url.startswith("sqlite"):
+        private += ["strongroom.db", "strongroom.db-wal", "strongroom.db-shm"]
+    modes = {p: oct((data / p).stat().st_mode & 0o777) for p in private}
+    assert set(modes.values()) == {"0o600"}, modes

@@ -683,17 +683,56 @@ class Service:
             raise r.error from None
         except StorageUnavailable as e:
             raise Unavailable(f"database unavailable ({e})") from None
-        if not self.barrier.sealed:
-            return {"sealed": False, "changed": False}
         with self.store.read() as tx:
             try:
                 unseal_key = barrier_mod.derive_unseal_key(tx, passphrase)
             except (barrier_mod.WrongPassphrase, ValueError):
-                log.warning("unseal refused: wrong passphrase (client %s)", client.id)
-                raise Denied("wrong passphrase") from None
+                unseal_key = None
+        if unseal_key is None:
+            log.warning("unseal refused: wrong passphrase (client %s)", client.id)
+            if self.barrier.sealed:  # no audit entry can be chained yet: held for the next unseal
+                self._hold_for_audit(client.id, "unseal", "denied", reason="wrong passphrase")
+                raise Denied("wrong passphrase")
+
+            def refuse(_tx: Tx, aw: audit_mod.AuditWriter) -> None:
+                aw.append(client.id, "unseal", "", "denied", reason="wrong passphrase")
+                raise Refused(Denied("wrong passphrase"))
+
+            self._action(refuse)
+        if not self.barrier.sealed:
+            self._action(lambda tx, aw: aw.append(client.id, "unseal", "", "ok", epoch=epoch, changed=False))
+            return {"sealed": False, "changed": False}
+        with self.store.read() as tx:
+            assert unseal_key is not None
             self.barrier.unseal(tx, unseal_key, epoch)
-        self._action(lambda tx, aw: aw.append(client.id, "unseal", "", "ok", epoch=epoch))
+
+        def record(tx: Tx, aw: audit_mod.AuditWriter) -> None:
+            held = tx.all("SELECT ts, actor, action, outcome, detail FROM sealed_events ORDER BY ts")
+            for ts, actor, action, outcome, detail in held:
+                aw.append(actor, action, "", outcome, while_sealed_at=ts, **json.loads(detail))
+            tx.run("DELETE FROM sealed_events")
+            aw.append(client.id, "unseal", "", "ok", epoch=epoch, changed=True)
+
+        self._action(record)
         return {"sealed": False, "changed": True}
+
+    def _hold_for_audit(self, actor: str, action: str, outcome: str, **detail: Any) -> None:
+        """Keep a refusal made while sealed for the next unseal to chain (bounded)."""
+        try:
+            with self.store.read() as tx:
+                if tx.value("SELECT COUNT(*) FROM sealed_events") >= st.MAX_SEALED_EVENTS:
+                    log.warning("while sealed, a refusal was not kept for the audit log (%d already held)", st.MAX_SEALED_EVENTS)
+                    return
+                tx.run(
+                    "INSERT INTO sealed_events (ts, actor, action, outcome, detail) VALUES (?, ?, ?, ?, ?)",
+                    time.time(),
+                    actor,
+                    action,
+                    outcome,
+                    json.dumps(detail, separators=(",", ":"), sort_keys=True),
+                )
+        except StorageUnavailable as e:
+            log.warning("while sealed, a refusal was not kept for the audit log: database unavailable (%s)", e)
 
     def audit_tail(self, ctx: Ctx, after: int, limit: int) -> list[dict[str, Any]]:
         cols = "seq, ts, actor, action, target, outcome, detail"

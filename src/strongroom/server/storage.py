@@ -165,6 +165,19 @@ registration_failures = Table(
     Index("registration_failures_by_source", "source", "at"),
 )
 
+# Refusals that happen while the server is sealed, when no audit entry can be chained (the audit
+# MAC key is under the master key): the next unseal moves them into the chain, with their time.
+sealed_events = Table(
+    "sealed_events",
+    metadata,
+    Column("ts", Float, nullable=False),
+    Column("actor", String(64), nullable=False),
+    Column("action", String(32), nullable=False),
+    Column("outcome", String(16), nullable=False),
+    Column("detail", Text, nullable=False),
+)
+MAX_SEALED_EVENTS = 10_000
+
 audit = Table(
     "audit",
     metadata,
@@ -212,6 +225,23 @@ def normalize_url(url: str) -> str:
     if url.startswith("postgresql://") or url.startswith("postgres://"):
         return "postgresql+psycopg://" + url.split("://", 1)[1]
     return url
+
+
+def _private_files(db_file: str) -> None:
+    """The SQLite database and its WAL and shared-memory files are private (0600): created so
+    before SQLite opens it (which would use 0644 under a usual umask; SQLite gives the WAL and
+    shm files the database's mode), and tightened if an earlier version left them wider."""
+    try:
+        os.close(os.open(db_file, os.O_WRONLY | os.O_CREAT, 0o600))
+    except OSError:
+        return  # SQLite will say what is wrong with the path
+    for path in (db_file, db_file + "-wal", db_file + "-shm"):
+        try:
+            st = os.stat(path)
+            if st.st_mode & 0o077 and st.st_uid == os.geteuid():
+                os.chmod(path, 0o600)
+        except OSError:
+            continue
 
 
 def make_engine(url: str) -> Engine:
@@ -330,6 +360,8 @@ class Store:
         # SQLite writers (threads and processes) queue on this file lock instead of in
         # SQLite's busy handler, which sleeps 1..100 ms between retries and wrecked latency.
         self._write_lock = f"{db_file}.lock" if db_file and db_file != ":memory:" else None
+        if db_file and db_file != ":memory:":
+            _private_files(db_file)
 
     @contextlib.contextmanager
     def _writer_turn(self) -> Iterator[None]:
@@ -359,13 +391,14 @@ class Store:
         from sqlalchemy import inspect
         from sqlalchemy.exc import DBAPIError
 
-        for _attempt in range(3):
-            try:
-                with self.wrap_errors():
-                    registration_failures.create(self.engine, checkfirst=True)
-                break
-            except (DBAPIError, StorageUnavailable):
-                continue  # another process got there first: look again
+        for added in (registration_failures, sealed_events):  # tables later versions added
+            for _attempt in range(3):
+                try:
+                    with self.wrap_errors():
+                        added.create(self.engine, checkfirst=True)
+                    break
+                except (DBAPIError, StorageUnavailable):
+                    continue  # another process got there first: look again
         for _attempt in range(3):
             with self.wrap_errors():
                 names = set(inspect(self.engine).get_table_names())
@@ -390,8 +423,8 @@ class Store:
             names = set(inspect(self.engine).get_table_names())
         if "seen_nonces" not in names or "nonces" in names:
             raise StorageUnavailable("could not upgrade the database schema (replay table)")
-        if "registration_failures" not in names:
-            raise StorageUnavailable("could not upgrade the database schema (registration failures)")
+        if not {"registration_failures", "sealed_events"} <= names:
+            raise StorageUnavailable("could not upgrade the database schema (registration failures, sealed events)")
 
     def has_schema(self) -> bool:
         from sqlalchemy import inspect
