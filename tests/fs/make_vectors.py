@@ -25,6 +25,22 @@ def sparse_file(kek: bytes, volume_id: bytes) -> dict[str, str]:
     return {"plaintext_hex": (first + bytes(content.BLOCK) + last).hex(), "lower_hex": lower.hex()}
 
 
+def bound_xattr(xc: xattrs.XattrCipher) -> dict[str, str]:
+    """A version-4 attribute value, bound to a regular file's id and to a directory's tweak (§6)."""
+    file_id, tweak = os.urandom(16), os.urandom(16)
+    lower = xc.lower_name("user.origin")
+    return {
+        "name": "user.origin",
+        "lower_name": lower,
+        "value": "bound to one file",
+        "file_id_hex": file_id.hex(),
+        "file_value_hex": xc.seal_value(lower, b"bound to one file", xattrs.file_binding(file_id)).hex(),
+        "dir_tweak_hex": tweak.hex(),
+        "dir_value_hex": xc.seal_value(lower, b"bound to one file", xattrs.dir_binding(tweak)).hex(),
+        "empty_value_hex": xc.seal_value(lower, b"bound to one file", xattrs.EMPTY).hex(),
+    }
+
+
 def main() -> None:
     os.environ["STRONGROOM_ARGON2_MEMORY_KIB"] = "256"  # cheap parameters, stored in the vector
     os.environ["STRONGROOM_ARGON2_ITERATIONS"] = "1"
@@ -43,7 +59,7 @@ def main() -> None:
     long_lower, sidecar = nc.lower_name(long_plain, diriv)
     xc = xattrs.XattrCipher(vk.xattr_names, vk.xattr_values)
     x_lower = xc.lower_name("user.comment")
-    x_value = xc.seal_value(x_lower, b"checked by fsck")
+    x_value = xc.seal_value(x_lower, b"checked by fsck", None)
     sa = io.BytesIO()
     standalone.encrypt_with_passphrase(io.BytesIO(b"standalone plaintext\n" * 300), sa, PASSPHRASE)
     vectors = {
@@ -59,6 +75,7 @@ def main() -> None:
         },
         "file": {"plaintext_hex": plain.hex(), "lower_hex": lower.hex()},
         "sparse_file": sparse_file(vk.kek, vk.volume_id),
+        "xattr_bound": bound_xattr(xc),
         "names": [
             {"plaintext": short.decode(), "lower": nc.lower_name(short, diriv)[0], "sidecar": None},
             {"plaintext": long_plain.decode(), "lower": long_lower, "sidecar": sidecar},

@@ -138,10 +138,12 @@ def read_tree(volume: Path, passphrase: str) -> dict[str, bytes | None]:
     return out
 
 
-def decrypt_xattr(lower_name: str, value: bytes, keys: dict[str, bytes]) -> tuple[str, bytes]:
+def decrypt_xattr(lower_name: str, value: bytes, keys: dict[str, bytes], binding: bytes | None = None) -> tuple[str, bytes]:
+    """§6; ``binding`` (version 4): b"file\\0" + file id, b"dir\\0" + tweak, or b"empty"."""
     assert lower_name.startswith("user.sr.")
     name = AESSIV(keys["xattr-names"]).decrypt(unb64u(lower_name[8:]), [b"strongroom/v1/xattr-name"]).decode()
-    plain = OPEN(keys["xattr-values"], b"strongroom/v1/xattr-value\x00" + lower_name.encode(), value)
+    ad = b"strongroom/v1/xattr-value\x00" + lower_name.encode() + (b"" if binding is None else b"\x00" + binding)
+    plain = OPEN(keys["xattr-values"], ad, value)
     return "user." + name, plain
 
 

@@ -84,13 +84,35 @@ def test_xattr_vector(vk: keys.VolumeKeys) -> None:
     x = V["xattr"]
     xc = xattrs.XattrCipher(vk.xattr_names, vk.xattr_values)
     assert xc.lower_name(x["name"]) == x["lower_name"]
-    assert xc.open_value(x["lower_name"], bytes.fromhex(x["lower_value_hex"])) == x["value"].encode()
+    assert xc.open_value(x["lower_name"], bytes.fromhex(x["lower_value_hex"]), None) == x["value"].encode()
     assert spec.decrypt_xattr(
         x["lower_name"], bytes.fromhex(x["lower_value_hex"]), spec.unlock(V["config"], V["passphrase"])
     ) == (
         x["name"],
         x["value"].encode(),
     )
+
+
+def test_bound_xattr_vector(vk: keys.VolumeKeys) -> None:
+    """Version 4: the value opens only with its own binding (file id, directory tweak, or empty)."""
+    x = V["xattr_bound"]
+    xc = xattrs.XattrCipher(vk.xattr_names, vk.xattr_values)
+    sk = spec.unlock(V["config"], V["passphrase"])
+    assert xc.lower_name(x["name"]) == x["lower_name"]
+    bindings = {
+        "file_value_hex": b"file\x00" + bytes.fromhex(x["file_id_hex"]),
+        "dir_value_hex": b"dir\x00" + bytes.fromhex(x["dir_tweak_hex"]),
+        "empty_value_hex": b"empty",
+    }
+    assert bindings["file_value_hex"] == xattrs.file_binding(bytes.fromhex(x["file_id_hex"]))
+    assert bindings["dir_value_hex"] == xattrs.dir_binding(bytes.fromhex(x["dir_tweak_hex"]))
+    for field, binding in bindings.items():
+        sealed = bytes.fromhex(x[field])
+        assert xc.open_value(x["lower_name"], sealed, binding) == x["value"].encode()
+        assert spec.decrypt_xattr(x["lower_name"], sealed, sk, binding) == (x["name"], x["value"].encode())
+        for other in [b for b in bindings.values() if b != binding] + [None, binding[:-1] + b"?"]:
+            with pytest.raises(keys.WrongKey):  # moved to another file, or read by version 3's rule
+                xc.open_value(x["lower_name"], sealed, other)
 
 
 def test_standalone_vector_and_round_trip() -> None:
@@ -120,8 +142,8 @@ def test_config_tampering_is_refused() -> None:
     with pytest.raises(config.ConfigError, match="do not open"):
         config.VolumeConfig.from_json(bad).unlock_passphrase(V["passphrase"])
     bad = json.loads(json.dumps(V["config"]))
-    bad["version"] = 4
-    with pytest.raises(config.ConfigError, match="version 4; this Strongroom reads versions 1, 2 and 3"):
+    bad["version"] = 5
+    with pytest.raises(config.ConfigError, match="version 5; this Strongroom reads versions 1, 2, 3 and 4"):
         config.VolumeConfig.from_json(bad)
     bad["version"] = 2  # the vectors' volume is version 1: the version is a parameter params_mac covers
     with pytest.raises(config.ConfigError, match="parameters were changed"):

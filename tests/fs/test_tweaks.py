@@ -58,7 +58,7 @@ def test_derived_tweak_vector() -> None:
 
 
 def test_new_directories_store_no_tweak_and_read_back_with_the_spec(vol: Mount) -> None:
-    assert json.loads((vol.lower / config.CONFIG).read_text())["version"] == 3
+    assert json.loads((vol.lower / config.CONFIG).read_text())["version"] == config.VERSION
     build(vol.mnt)
     assert stored_tweaks(vol.lower) == {"."}  # the root's only: every other one is derived
     # A moved directory keeps its tweak by storing it; what it contains is not rewritten.

@@ -344,6 +344,7 @@ def fs_mount(
                 acl_timeout=acl_timeout,
                 derived_tweaks=cfg.derived_tweaks,
                 holes=cfg.holes,
+                bound_xattrs=cfg.bound_xattrs,
                 keep_warm=keep_warm,
             )
         except mount.MountError as e:
@@ -382,6 +383,7 @@ def fs_mount(
             acl_timeout=acl_timeout,
             derived_tweaks=cfg.derived_tweaks,
             holes=cfg.holes,
+            bound_xattrs=cfg.bound_xattrs,
             keep_warm=keep_warm,
         )
     except BaseException as e:  # noqa: BLE001 - reported through the pipe, the daemon then leaves
@@ -448,7 +450,7 @@ def fs_fsck(volume: Path, passphrase_file: Path | None, profile: Path | None, se
         raise CliError(f"cannot check: {e}", code=2) from None
     except Exception as e:  # noqa: BLE001 - a key server or profile failure: could not check
         raise CliError(f"cannot check: {type(e).__name__}: {e}", code=2) from None
-    report = Checker(volume, keys, cfg.long_name_max, cfg.derived_tweaks, cfg.holes).run()
+    report = Checker(volume, keys, cfg.long_name_max, cfg.derived_tweaks, cfg.holes, cfg.bound_xattrs).run()
     out = {
         "volume": str(volume),
         "directories": report.directories,
@@ -501,9 +503,8 @@ def fs_cat(target: str, passphrase_file: Path | None, profile: Path | None, serv
         cfg = VolumeConfig.load(root)
     except ConfigError as e:
         raise CliError(str(e), code=2) from None
-    ops = VolumeOps(
-        str(root), _volume_keys(root, passphrase_file, profile), cfg.long_name_max, True, cfg.derived_tweaks, cfg.holes
-    )
+    keys = _volume_keys(root, passphrase_file, profile)
+    ops = VolumeOps(str(root), keys, cfg.long_name_max, True, cfg.derived_tweaks, cfg.holes, cfg.bound_xattrs)
     try:
         fh = ops.open(inner, os.O_RDONLY)
     except OSError as e:

@@ -20,10 +20,10 @@ from strongroom.fs.names import LONG_NAME_MAX, b64u, unb64u
 
 CONFIG = "strongroom.volume.json"
 FORMAT = "strongroom-volume"
-VERSION = 3  # what new volumes are written as
+VERSION = 4  # what new volumes are written as
 # version 1: every directory stores its tweak (FORMAT.md §6); before version 3, files have no
-# holes (§5)
-READABLE = (1, 2, 3)
+# holes (§5); before version 4, extended attributes are bound to their name only (§6)
+READABLE = (1, 2, 3, 4)
 
 
 class ConfigError(Exception):
@@ -116,6 +116,11 @@ class VolumeConfig:
     def holes(self) -> bool:
         """Whether a file's blocks other than its last may be holes (all-zero, never written)."""
         return self.version >= 3
+
+    @property
+    def bound_xattrs(self) -> bool:
+        """Whether extended attribute values are bound to their file (its id, or its tweak)."""
+        return self.version >= 4
 
     # -- creating and storing ------------------------------------------------------------
     @classmethod

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from strongroom.fs import content, names
+from strongroom.fs import content, names, xattrs
 from strongroom.fs.config import CONFIG
 from strongroom.fs.keys import VolumeKeys
 from strongroom.fs.xattrs import PREFIX as XATTR_PREFIX
@@ -41,11 +41,18 @@ class Report:
 
 class Checker:
     def __init__(
-        self, volume: Path, keys: VolumeKeys, long_name_max: int, derived_tweaks: bool = True, holes: bool = True
+        self,
+        volume: Path,
+        keys: VolumeKeys,
+        long_name_max: int,
+        derived_tweaks: bool = True,
+        holes: bool = True,
+        bound_xattrs: bool = True,
     ) -> None:
         self.volume = volume
         self.derived_tweaks = derived_tweaks  # format version 2 (FORMAT.md §6)
         self.holes = holes  # format version 3: every block of a file but its last may be a hole (§5)
+        self.bound_xattrs = bound_xattrs  # format version 4: attribute values bound to their file (§6)
         self.keys = keys
         self.names = names.NameCipher(keys.names, long_name_max)
         self.xattrs = XattrCipher(keys.xattr_names, keys.xattr_values)
@@ -60,7 +67,6 @@ class Checker:
 
     def _directory(self, lower: Path, plain: str, parent_iv: bytes | None) -> None:
         self.report.directories += 1
-        self._attributes(lower, plain)
         try:
             iv = (lower / names.DIRIV).read_bytes()
         except FileNotFoundError as e:
@@ -74,6 +80,7 @@ class Checker:
         if len(iv) != names.DIRIV_BYTES:
             self._problem(lower, plain, "directory tweak has the wrong size: no name in it can be read")
             return
+        self._attributes(lower, plain, xattrs.dir_binding(iv) if self.bound_xattrs else None)
         entries = sorted(os.listdir(lower))
         present = set(entries)
         for n in entries:
@@ -110,8 +117,15 @@ class Checker:
 
     def _file(self, lower: Path, plain: str | None) -> None:
         self.report.files += 1
-        self._attributes(lower, plain)
         size = lower.stat().st_size
+        binding = None
+        if self.bound_xattrs:
+            try:
+                with open(lower, "rb") as f:
+                    binding = xattrs.header_binding(f.read(content.HEADER)) if size else xattrs.EMPTY
+            except content.DamagedFile:
+                binding = xattrs.EMPTY  # the header's own problem is reported below
+        self._attributes(lower, plain, binding)
         if size == 0:
             return
         hole_limit = 0
@@ -160,7 +174,7 @@ class Checker:
         except (ValueError, content.DamagedFile) as e:
             self._problem(lower, plain, f"symlink target does not decrypt ({e})")
 
-    def _attributes(self, lower: Path, plain: str | None) -> None:
+    def _attributes(self, lower: Path, plain: str | None, binding: bytes | None = None) -> None:
         try:
             attrs = os.listxattr(lower, follow_symlinks=False)
         except OSError:
@@ -170,6 +184,6 @@ class Checker:
                 continue
             try:
                 self.xattrs.plain_name(a)
-                self.xattrs.open_value(a, os.getxattr(lower, a, follow_symlinks=False))
+                self.xattrs.open_value(a, os.getxattr(lower, a, follow_symlinks=False), binding)
             except Exception as e:  # noqa: BLE001 - any failure to open is damage
                 self._problem(lower, plain, f"extended attribute does not open ({type(e).__name__})")

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from strongroom.fs import content, durable, names
+from strongroom.fs import xattrs as xattrs_mod
 from strongroom.fs.config import CONFIG
 from strongroom.fs.creds import CallerCredentials
 from strongroom.fs.keys import VolumeKeys
@@ -202,6 +203,7 @@ class VolumeOps:
         read_only: bool = False,
         derived_tweaks: bool = True,
         holes: bool = True,
+        bound_xattrs: bool = True,
     ) -> None:
         self.root = os.path.abspath(lower_root)
         self.keys = keys
@@ -210,6 +212,8 @@ class VolumeOps:
         self.derived_tweaks = derived_tweaks
         # Format version 3: blocks never written are holes in the lower file (FORMAT.md §5).
         self.holes = holes
+        # Format version 4: an extended attribute's value is bound to its file (FORMAT.md §6).
+        self.bound_xattrs = bound_xattrs
         self.names = names.NameCipher(keys.names, long_name_max)
         self.xattrs = XattrCipher(keys.xattr_names, keys.xattr_values)
         self._lock = threading.Lock()  # guards the tables below
@@ -1078,6 +1082,8 @@ class VolumeOps:
             if os.pwritev(h.fd, [buf], at) != len(buf):
                 raise _err(errno.EIO)
         f.cipher = cipher
+        if size == 0 and self.bound_xattrs:  # the file has an id now: its attributes follow
+            self._rebind_xattrs(h.fd, xattrs_mod.EMPTY, xattrs_mod.file_binding(cipher.file_id))
 
     def truncate(self, path: str, length: int, fh: int | None = None) -> int:
         self._check(path, write=True)
@@ -1097,8 +1103,14 @@ class VolumeOps:
         with f.lock:
             size = self._plain_size(h)
             if length == 0:
+                old = os.pread(h.fd, content.HEADER, 0) if size and self.bound_xattrs else b""
                 os.ftruncate(h.fd, 0)
                 f.cipher = None  # the next write makes a new header and file key
+                if old:  # no file id any more: its attributes are bound to emptiness
+                    try:
+                        self._rebind_xattrs(h.fd, xattrs_mod.header_binding(old), xattrs_mod.EMPTY)
+                    except content.DamagedFile:
+                        pass  # a damaged header: its attributes stay unreadable, as before
             elif length > size:
                 self._grow(h, f, size, length)
             elif length < size:
@@ -1195,6 +1207,40 @@ class VolumeOps:
             log.warning("%s is not supported (answered with an error; logged once)", what)
 
     # -- extended attributes -------------------------------------------------------------
+    def _xattr_binding(self, path: str, node: str | int, is_fd: bool) -> bytes | None:
+        """What the entry's attribute values are bound to (None before format version 4)."""
+        if not self.bound_xattrs:
+            return None
+        st = os.fstat(node) if is_fd else os.lstat(node)  # type: ignore[arg-type]
+        if stat.S_ISDIR(st.st_mode):
+            return xattrs_mod.dir_binding(self._dir(path)[1])
+        if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+            return xattrs_mod.EMPTY  # (the lower file system keeps user attributes off the others)
+        if is_fd:
+            raw = os.pread(node, content.HEADER, 0)  # type: ignore[arg-type]
+        else:
+            fd = os.open(str(node), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                raw = os.pread(fd, content.HEADER, 0)
+            finally:
+                os.close(fd)
+        try:
+            return xattrs_mod.header_binding(raw)
+        except content.DamagedFile as e:
+            self._damage(path, None, str(e))
+            raise _err(errno.EIO) from None
+
+    def _rebind_xattrs(self, fd: int, old: bytes, new: bytes) -> None:
+        """Seal the file's attribute values to ``new`` (it gained or lost its file id)."""
+        for lower_name in os.listxattr(fd):
+            if not lower_name.startswith(xattrs_mod.PREFIX):
+                continue
+            try:
+                value = self.xattrs.open_value(lower_name, os.getxattr(fd, lower_name), old)
+            except Exception:  # noqa: BLE001, S112 - a value that did not open stays damaged
+                continue
+            os.setxattr(fd, lower_name, self.xattrs.seal_value(lower_name, value, new))
+
     def setxattr(self, path: str, name: str, value: bytes, options: int, position: int = 0) -> int:
         self._check(path, write=True)
         self._writable()
@@ -1203,7 +1249,8 @@ class VolumeOps:
         except names.BadName:
             raise _err(errno.ENOTSUP) from None
         node, is_fd = self._node(path)
-        os.setxattr(node, lower_name, self.xattrs.seal_value(lower_name, value), options, follow_symlinks=is_fd)
+        sealed = self.xattrs.seal_value(lower_name, value, self._xattr_binding(path, node, is_fd))
+        os.setxattr(node, lower_name, sealed, options, follow_symlinks=is_fd)
         self._changed_path(path)
         return 0
 
@@ -1215,11 +1262,17 @@ class VolumeOps:
             raise _err(errno.ENODATA) from None
         node, is_fd = self._node(path)
         sealed = os.getxattr(node, lower_name, follow_symlinks=is_fd)
-        try:
-            return self.xattrs.open_value(lower_name, sealed)
-        except Exception:  # noqa: BLE001 - any failure to open is damage
-            self._damage(path, None, f"attribute {lower_name} does not open")
-            raise _err(errno.EIO) from None
+        binding = self._xattr_binding(path, node, is_fd)
+        for _ in range(2):  # again if a first write or a truncation rebound it meanwhile
+            try:
+                return self.xattrs.open_value(lower_name, sealed, binding)
+            except Exception:  # noqa: BLE001 - any failure to open is damage
+                again = self._xattr_binding(path, node, is_fd)
+                if again == binding:
+                    break
+                sealed, binding = os.getxattr(node, lower_name, follow_symlinks=is_fd), again
+        self._damage(path, None, f"attribute {lower_name} does not open here (damaged, or moved from another file)")
+        raise _err(errno.EIO)
 
     def listxattr(self, path: str) -> list[str]:
         self._check(path)

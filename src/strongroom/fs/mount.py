@@ -502,6 +502,7 @@ def run(
     acl_timeout: float = ACL_TIMEOUT,
     derived_tweaks: bool = True,
     holes: bool = True,
+    bound_xattrs: bool = True,
     keep_warm: bool = True,
 ) -> None:
     """Serve the mount in this process until it is unmounted or SIGTERM/SIGINT arrives.
@@ -514,7 +515,7 @@ def run(
         raise MountError(f"{volume} is already mounted at {where}")
     if mounted_at(mountpoint) is not None:
         raise MountError(f"something is already mounted at {mountpoint}")
-    ops = _Ops(str(volume), keys, long_name_max, read_only, derived_tweaks, holes)
+    ops = _Ops(str(volume), keys, long_name_max, read_only, derived_tweaks, holes, bound_xattrs)
     ops.on_mounted = on_mounted
     ops.context = _request_context()
     ops.creds = CallerCredentials()

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from strongroom.fs import content, durable, names
+from strongroom.fs import config, content, durable, names, xattrs
+from strongroom.fs import keys as keys_mod
 from strongroom.fs.keys import VolumeKeys
 from strongroom.fs.rotate import lower_entries
 
@@ -50,6 +51,7 @@ def reencrypt(volume: Path, keys: VolumeKeys, progress: Callable[[int], None] = 
         st = path.lstat()
         groups[(st.st_dev, st.st_ino)].append(path)
     result = ReencryptResult()
+    bound = config.VolumeConfig.load(volume).bound_xattrs
     with open(journal_path, "a") as journal:
         for names_of_inode in groups.values():
             first = names_of_inode[0]
@@ -62,7 +64,7 @@ def reencrypt(volume: Path, keys: VolumeKeys, progress: Callable[[int], None] = 
                 _symlink(first, keys)
                 result.symlinks += 1
             else:
-                result.bytes += _file(names_of_inode, keys)
+                result.bytes += _file(names_of_inode, keys, bound)
                 result.files += 1
             journal.write(key + "\n")
             journal.flush()
@@ -73,17 +75,20 @@ def reencrypt(volume: Path, keys: VolumeKeys, progress: Callable[[int], None] = 
     return result
 
 
-def _file(paths: list[Path], keys: VolumeKeys) -> int:
+def _file(paths: list[Path], keys: VolumeKeys, bound_xattrs: bool) -> int:
     first = paths[0]
     st = first.lstat()
     tmp = _tmp_name(first.parent)
     total = 0
     with open(first, "rb") as src:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, st.st_mode & 0o7777)
+        rebind = None
         try:
             if st.st_size:
                 old = content.FileCipher(content.FileHeader.decode(src.read(content.HEADER), keys.kek, keys.volume_id))
                 header = content.FileHeader.fresh()
+                if bound_xattrs:  # attribute values follow the file to its new id
+                    rebind = (xattrs.file_binding(old.file_id), xattrs.file_binding(header.file_id))
                 new = content.FileCipher(header)
                 os.write(fd, header.encode(keys.kek, keys.volume_id))
                 index = 0
@@ -92,8 +97,15 @@ def _file(paths: list[Path], keys: VolumeKeys) -> int:
                     os.write(fd, new.seal(index, plain))
                     total += len(plain)
                     index += PIECE_BLOCKS
+            cipher = xattrs.XattrCipher(keys.xattr_names, keys.xattr_values)
             for attr in os.listxattr(first):
-                os.setxattr(tmp, attr, os.getxattr(first, attr))  # values are bound to their names only
+                value = os.getxattr(first, attr)
+                if rebind is not None and attr.startswith(xattrs.PREFIX):
+                    try:
+                        value = cipher.seal_value(attr, cipher.open_value(attr, value, rebind[0]), rebind[1])
+                    except keys_mod.WrongKey:
+                        pass  # damaged before: copied as it is, still damaged (fsck names it)
+                os.setxattr(tmp, attr, value)
             os.fchown(fd, st.st_uid, st.st_gid)
             os.fchmod(fd, st.st_mode & 0o7777)
             os.fsync(fd)

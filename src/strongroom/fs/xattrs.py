@@ -1,17 +1,42 @@
 """Extended attributes (docs/FORMAT.md §6): names under AES-SIV with the xattr-name key, values
-sealed with AES-GCM under the xattr-value key, bound to their lower name."""
+sealed with AES-GCM under the xattr-value key, bound to their lower name and (format version 4)
+to their file: its file id, or its directory tweak, so a value copied to another entry fails."""
 
 from __future__ import annotations
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
-from strongroom.fs import keys
+from strongroom.fs import content, keys
 from strongroom.fs.names import BadName, b64u, unb64u
 
 NAME_AD = b"strongroom/v1/xattr-name"
 VALUE_AD = b"strongroom/v1/xattr-value\x00"
 PREFIX = "user.sr."
+
+# What a value is bound to, by the kind of entry (version 4; None: versions 1-3, the name only).
+EMPTY = b"empty"  # an empty regular file has no header, hence no file id
+
+
+def file_binding(file_id: bytes) -> bytes:
+    """A non-empty regular file's binding: its file id (§5)."""
+    return b"file\x00" + file_id
+
+
+def header_binding(header: bytes) -> bytes:
+    """The binding of the file whose header is ``header``: the id is read, not authenticated
+    (a changed id would break the file's content as well)."""
+    if len(header) < content.HEADER or header[:4] != content.MAGIC:
+        raise content.DamagedFile("header is truncated or not a Strongroom file")
+    return file_binding(header[8 : content.PREFIX])
+
+
+def dir_binding(tweak: bytes) -> bytes:
+    return b"dir\x00" + tweak
+
+
+def value_ad(lower: str, binding: bytes | None) -> bytes:
+    return VALUE_AD + lower.encode() + (b"" if binding is None else b"\x00" + binding)
 
 
 class XattrCipher:
@@ -33,8 +58,8 @@ class XattrCipher:
         except (InvalidTag, ValueError, UnicodeDecodeError):
             raise BadName("attribute name does not decrypt") from None
 
-    def seal_value(self, lower: str, value: bytes) -> bytes:
-        return keys.seal(self._value_key, VALUE_AD + lower.encode(), value)
+    def seal_value(self, lower: str, value: bytes, binding: bytes | None) -> bytes:
+        return keys.seal(self._value_key, value_ad(lower, binding), value)
 
-    def open_value(self, lower: str, sealed: bytes) -> bytes:
-        return keys.open_sealed(self._value_key, VALUE_AD + lower.encode(), sealed, "the attribute value")
+    def open_value(self, lower: str, sealed: bytes, binding: bytes | None) -> bytes:
+        return keys.open_sealed(self._value_key, value_ad(lower, binding), sealed, "the attribute value")
