@@ -26,9 +26,10 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,bench]'
 # strongroom.rng's compiled helpers (FIPS blocks, ent's sums, SP 800-90B tests, RDRAND/RDSEED), loaded
-# with ctypes.  Built for this machine's CPU (popcount and friends): run install.sh again on a new one.
+# with ctypes.  Portable x86-64 code: what needs newer instructions (popcnt, RDRAND, RDSEED) is
+# picked at run time (target_clones and target attributes), so a venv moved to an older CPU works.
 rm -f src/strongroom/rng/libsrfips.so
-cc -O3 -march=native -Wall -shared -fPIC -o src/strongroom/rng/libsrrng.so src/strongroom/rng/*.c
+cc -O3 -Wall -shared -fPIC -o src/strongroom/rng/libsrrng.so src/strongroom/rng/*.c
 # strongroom.fs's block loop around the OS's libcrypto (AES-256-GCM per 4 KiB block, GIL released).
 cc -O2 -Wall -shared -fPIC -o src/strongroom/fs/libsrblocks.so src/strongroom/fs/blockcrypt.c -lcrypto
 # The access checks' process identity (/proc reads in one call, on every checked open).

@@ -64,7 +64,8 @@ def test_a_damaged_config_is_not_called_a_wrong_passphrase(tmp_path: Path) -> No
         elif damage == "memory_kib":
             source["kdf"]["memory_kib"] += 8
         elif damage == "sealed_kek":
-            source["sealed_kek"] = "A" + source["sealed_kek"][1:]
+            first = source["sealed_kek"][0]
+            source["sealed_kek"] = ("B" if first == "A" else "A") + source["sealed_kek"][1:]  # always a change
         else:
             bad["volume_id"] = bad["volume_id"][::-1]
         path.write_text(json.dumps(bad))

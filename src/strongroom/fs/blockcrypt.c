@@ -63,12 +63,27 @@ static EVP_CIPHER_CTX *keyed(const unsigned char *key)
     return ctx;
 }
 
+/* Every entry point checks the sizes it is given before touching a buffer (the Python callers
+ * check them too): a wrong size answers SR_EBADLEN, never a write past an end. */
+#define SR_EBADLEN (-3)
+#define SR_KEY 32
+#define SR_ID 16
+
+/* Bumped whenever an entry point's signature changes: a loader refuses another version's build. */
+int sr_abi_version(void) { return 2; }
+
+static size_t blocks_of(size_t len) { return len / SR_BLOCK + (len % SR_BLOCK != 0); }
+
 /* Seals len bytes of plain (every block full but the last) into out; returns the bytes written,
- * or -1 if OpenSSL failed. */
-long sr_seal_blocks(const unsigned char *key, const unsigned char *file_id, uint64_t first,
-                    const unsigned char *plain, size_t len, const unsigned char *nonces,
-                    unsigned char *out)
+ * -1 if OpenSSL failed, SR_EBADLEN if a size is wrong. */
+long sr_seal_blocks(const unsigned char *key, size_t key_len, const unsigned char *file_id, size_t id_len,
+                    uint64_t first, const unsigned char *plain, size_t len, const unsigned char *nonces,
+                    size_t nonces_len, unsigned char *out, size_t out_len)
 {
+    size_t blocks = blocks_of(len);
+    if (key_len != SR_KEY || id_len != SR_ID || nonces_len / SR_NONCE < blocks ||
+        out_len < len || out_len - len < blocks * (SR_NONCE + SR_TAG))
+        return SR_EBADLEN;
     EVP_CIPHER_CTX *ctx = keyed(key);
     if (ctx == NULL)
         return -1;
@@ -88,17 +103,23 @@ static int all_zero(const unsigned char *p, size_t n)
  * version 3): it opens to 4096 zero bytes.  (No sealed block is all zero: its first byte, the
  * nonce's, is checked before anything else, so a sealed block costs one comparison.)
  * On a block that does not authenticate (or is too short to hold a nonce, a byte and a tag)
- * returns -2 with *bad set to its number; -1 if OpenSSL failed otherwise.  The caller must not
- * use out on failure: blocks before the bad one were written. */
-long sr_open_blocks(const unsigned char *key, const unsigned char *file_id, uint64_t first,
-                    const unsigned char *sealed, size_t len, unsigned char *out, uint64_t *bad,
-                    uint64_t hole_limit)
+ * returns -2 with *bad set to its number; -1 if OpenSSL failed otherwise; SR_EBADLEN if out
+ * cannot hold what the blocks may open to.  The caller must not use out on failure: blocks
+ * before the bad one were written. */
+long sr_open_blocks(const unsigned char *key, size_t key_len, const unsigned char *file_id, size_t id_len,
+                    uint64_t first, const unsigned char *sealed, size_t len, unsigned char *out,
+                    size_t out_len, uint64_t *bad, uint64_t hole_limit)
 {
+    const size_t cblock = SR_NONCE + SR_BLOCK + SR_TAG;
+    size_t whole = len / cblock, rest = len % cblock;
+    /* the most plaintext these blocks can hold: whole blocks, and a tail past its overhead */
+    size_t most = whole * SR_BLOCK + (rest > SR_NONCE + SR_TAG ? rest - SR_NONCE - SR_TAG : 0);
+    if (key_len != SR_KEY || id_len != SR_ID || out_len < most)
+        return SR_EBADLEN;
     EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
     unsigned char aad[24];
     long at = 0;
     int n;
-    const size_t cblock = SR_NONCE + SR_BLOCK + SR_TAG;
     if (ctx == NULL || EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, NULL) != 1) {
         EVP_CIPHER_CTX_free(ctx);
         return -1;
@@ -138,18 +159,23 @@ long sr_open_blocks(const unsigned char *key, const unsigned char *file_id, uint
  * blocks first, first+1, ...: sr_seal_blocks over what a pread of the same range returns, done
  * SR_CHUNK bytes at a time through scratch (SR_CHUNK bytes) so each chunk is still in this core's
  * cache when it is sealed.  Stops at end of file.  Returns the sealed bytes written and sets
- * *nread to the plaintext bytes read; -1 if OpenSSL failed, -2 if the read failed (errno set).
- * len must be a multiple of SR_BLOCK; nonces must hold 12 bytes per block of len. */
+ * *nread to the plaintext bytes read; -1 if OpenSSL failed, -2 if the read failed (errno set),
+ * SR_EBADLEN if len is not a multiple of SR_BLOCK or a buffer is too small for it. */
 #define SR_CHUNK (16 * SR_BLOCK)
 
-long sr_pread_seal(int fd, int64_t offset, size_t len, const unsigned char *key,
-                   const unsigned char *file_id, uint64_t first, const unsigned char *nonces,
-                   unsigned char *scratch, unsigned char *out, uint64_t *nread)
+long sr_pread_seal(int fd, int64_t offset, size_t len, const unsigned char *key, size_t key_len,
+                   const unsigned char *file_id, size_t id_len, uint64_t first, const unsigned char *nonces,
+                   size_t nonces_len, unsigned char *scratch, size_t scratch_len, unsigned char *out,
+                   size_t out_len, uint64_t *nread)
 {
+    size_t blocks = len / SR_BLOCK;
+    *nread = 0;
+    if (key_len != SR_KEY || id_len != SR_ID || len % SR_BLOCK || offset < 0 || nonces_len / SR_NONCE < blocks ||
+        scratch_len < SR_CHUNK || out_len < len || out_len - len < blocks * (SR_NONCE + SR_TAG))
+        return SR_EBADLEN;
     EVP_CIPHER_CTX *ctx = keyed(key);
     long at = 0;
     size_t done = 0;
-    *nread = 0;
     if (ctx == NULL)
         return -1;
     while (done < len) {

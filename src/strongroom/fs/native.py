@@ -28,25 +28,44 @@ def lib() -> ctypes.CDLL | None:
         so = ctypes.CDLL(str(LIBRARY), use_errno=True)
     except OSError:  # built for another machine, or its libcrypto is gone: the Python path serves
         return None
+    if not _abi_matches(so):  # a helper left by another version: its signatures differ
+        return None
     vp, size, u64 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64
     so.sr_seal_blocks.restype = ctypes.c_long
-    so.sr_seal_blocks.argtypes = [ctypes.c_char_p, ctypes.c_char_p, u64, vp, size, ctypes.c_char_p, vp]
+    so.sr_seal_blocks.argtypes = [ctypes.c_char_p, size, ctypes.c_char_p, size, u64, vp, size, ctypes.c_char_p, size, vp, size]
     so.sr_open_blocks.restype = ctypes.c_long
-    so.sr_open_blocks.argtypes = [ctypes.c_char_p, ctypes.c_char_p, u64, vp, size, vp, ctypes.POINTER(u64), u64]
+    so.sr_open_blocks.argtypes = [ctypes.c_char_p, size, ctypes.c_char_p, size, u64, vp, size, vp, size, ctypes.POINTER(u64), u64]
     so.sr_pread_seal.restype = ctypes.c_long
     so.sr_pread_seal.argtypes = [
         ctypes.c_int,
         ctypes.c_int64,
         size,
         ctypes.c_char_p,
+        size,
         ctypes.c_char_p,
+        size,
         u64,
         ctypes.c_char_p,
+        size,
         vp,
+        size,
         vp,
+        size,
         ctypes.POINTER(u64),
     ]
     return so
+
+
+ABI = 2  # sr_abi_version() in blockcrypt.c: the entry points' signatures
+
+
+def _abi_matches(so: ctypes.CDLL) -> bool:
+    try:
+        fn = so.sr_abi_version
+    except AttributeError:
+        return False
+    fn.restype, fn.argtypes = ctypes.c_int, []
+    return int(fn()) == ABI
 
 
 def available() -> bool:
@@ -63,6 +82,7 @@ def _addr(buf: memoryview) -> int:
 
 
 BLOCK, NONCE, TAG = 4096, 12, 16
+BAD_LENGTH = -3  # SR_EBADLEN in blockcrypt.c
 CBLOCK = NONCE + BLOCK + TAG
 
 
@@ -75,7 +95,13 @@ def seal(so: ctypes.CDLL, key: bytes, file_id: bytes, first: int, plain: memoryv
         raise ValueError("bad key or file id length")
     if not plain.nbytes:
         return 0
-    n = int(so.sr_seal_blocks(key, file_id, first, _addr(plain), plain.nbytes, nonces, _addr(out)))
+    n = int(
+        so.sr_seal_blocks(
+            key, len(key), file_id, len(file_id), first, _addr(plain), plain.nbytes, nonces, len(nonces), _addr(out), out.nbytes
+        )
+    )
+    if n == BAD_LENGTH:
+        raise ValueError("a buffer is too small for the blocks (refused by the helper)")
     if n < 0:
         raise RuntimeError("OpenSSL failed to seal")
     return n
@@ -106,7 +132,14 @@ def pread_seal(
     if len(key) != 32 or len(file_id) != 16:
         raise ValueError("bad key or file id length")
     nread = ctypes.c_uint64(0)
-    n = int(so.sr_pread_seal(fd, offset, length, key, file_id, first, nonces, _addr(scratch), _addr(out), ctypes.byref(nread)))
+    n = int(
+        so.sr_pread_seal(
+            fd, offset, length, key, len(key), file_id, len(file_id), first, nonces, len(nonces),
+            _addr(scratch), scratch.nbytes, _addr(out), out.nbytes, ctypes.byref(nread),
+        )
+    )
+    if n == BAD_LENGTH:
+        raise ValueError("a buffer is too small for the blocks (refused by the helper)")
     if n == -2:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
@@ -130,7 +163,14 @@ def open_(
     if 0 < rest <= NONCE + TAG:  # a tail too short to hold a byte: damage, before any buffer is touched
         raise BadBlock(first + whole)
     bad = ctypes.c_uint64(0)
-    n = int(so.sr_open_blocks(key, file_id, first, _addr(sealed), sealed.nbytes, _addr(out), ctypes.byref(bad), hole_limit))
+    n = int(
+        so.sr_open_blocks(
+            key, len(key), file_id, len(file_id), first, _addr(sealed), sealed.nbytes, _addr(out), out.nbytes,
+            ctypes.byref(bad), hole_limit,
+        )
+    )
+    if n == BAD_LENGTH:
+        raise ValueError("the output buffer is too small for the blocks (refused by the helper)")
     if n == -2:
         raise BadBlock(bad.value)
     if n < 0:

@@ -21,8 +21,10 @@ static inline int in_circle(const uint8_t *g) {
     return x * x + y * y <= RADIUS2;
 }
 
-void sr_ent_update(struct sr_ent *st, const uint8_t *p, size_t n) {
-    if (n == 0) return;
+/* Returns 0, or -3 for a state no call of this function leaves behind (nothing is touched). */
+int sr_ent_update(struct sr_ent *st, const uint8_t *p, size_t n) {
+    if (st->npart >= 6) return -3;
+    if (n == 0) return 0;
     /* four histograms, so repeated values do not wait on each other's stores */
     uint32_t h[4][256] = {{0}};
     size_t i = 0;
@@ -61,4 +63,5 @@ void sr_ent_update(struct sr_ent *st, const uint8_t *p, size_t n) {
     st->inside += inside;
     st->groups += whole;
     for (k += 6 * whole; k < n; k++) st->part[st->npart++] = p[k];
+    return 0;
 }

@@ -207,14 +207,20 @@ class FipsStream:
     def _test(self, blocks: memoryview, keep: bool) -> list[memoryview]:
         nblocks = len(blocks) // BLOCK_BYTES
         flags = np.zeros(nblocks, dtype=np.uint8)
-        self._lib.sr_fips_blocks(
-            native.address(blocks),
-            nblocks,
-            ctypes.byref(self._last_bit),
-            ctypes.byref(self._last32),
-            self._has_last32,
-            native.address(flags),
-        )
+        if (
+            self._lib.sr_fips_blocks(
+                native.address(blocks),
+                len(blocks),
+                nblocks,
+                ctypes.byref(self._last_bit),
+                ctypes.byref(self._last32),
+                self._has_last32,
+                native.address(flags),
+                flags.nbytes,
+            )
+            != 0
+        ):
+            raise ValueError("the FIPS helper refused the buffer sizes")
         self._has_last32 = 1
         failed = int(np.count_nonzero(flags))
         if failed:

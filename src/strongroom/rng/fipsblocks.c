@@ -26,7 +26,7 @@ static inline uint64_t ahead(const uint64_t *x, size_t i, int k) { return x[i] <
 
 /* ge[k-1] += runs of set bits of length >= k (k = 1..6) in x; returns 1 if one is >= 26 bits long.
  * Runs start at a set bit whose predecessor is clear; the block start counts as a start. */
-static int count_runs(const uint64_t *x, long ge[6]) {
+static inline __attribute__((always_inline)) int count_runs(const uint64_t *x, long ge[6]) {
     uint64_t long26 = 0;
     uint64_t carry = 0; /* the last bit of the previous word */
     for (size_t i = 0; i < FULL_WORDS + 1; i++) {
@@ -48,9 +48,17 @@ static int count_runs(const uint64_t *x, long ge[6]) {
     return long26 != 0;
 }
 
-/* flags[i] gets the failed tests of block i; *last_bit and *last32 carry state across calls. */
-void sr_fips_blocks(const uint8_t *data, size_t nblocks, int *last_bit, uint32_t *last32, int has_last32,
-                    uint8_t *flags) {
+/* Bumped whenever an entry point of libsrrng.so changes its signature. */
+int sr_rng_abi_version(void) { return 2; }
+
+/* flags[i] gets the failed tests of block i; *last_bit and *last32 carry state across calls.
+ * Returns 0, or -3 when data_len or flags_len is too small for nblocks (nothing is touched).
+ * Cloned per CPU: a popcnt build where the CPU has the instruction, a portable one elsewhere,
+ * chosen at load time, so the library runs on any x86-64. */
+__attribute__((target_clones("popcnt", "default")))
+int sr_fips_blocks(const uint8_t *data, size_t data_len, size_t nblocks, int *last_bit, uint32_t *last32,
+                   int has_last32, uint8_t *flags, size_t flags_len) {
+    if (nblocks > flags_len || nblocks > data_len / BLOCK_BYTES) return -3;
     uint64_t ones_w[NWORDS], zeros_w[NWORDS];
     for (size_t b = 0; b < nblocks; b++) {
         const uint8_t *p = data + b * BLOCK_BYTES;
@@ -114,4 +122,5 @@ void sr_fips_blocks(const uint8_t *data, size_t nblocks, int *last_bit, uint32_t
         if (longrun) f |= F_LONGRUN;
         flags[b] = f;
     }
+    return 0;
 }

@@ -76,7 +76,8 @@ class HealthTests:
         if n:
             self.samples += n
             if self._lib is not None:
-                self._lib.sr_health_update(ctypes.byref(self._state), native.address(data), n)
+                if self._lib.sr_health_update(ctypes.byref(self._state), native.address(data), n) != 0:
+                    raise ValueError("the health-test helper refused its state")
             else:
                 x = np.frombuffer(data, dtype=np.uint8)
                 self._repetition(x)

@@ -12,7 +12,10 @@ struct sr_health {
     uint64_t rct_failures, apt_failures;
 };
 
-void sr_health_update(struct sr_health *st, const uint8_t *p, size_t n) {
+/* Returns 0, or -3 for a state no caller may pass (a window of 0, or past its end): nothing is
+ * touched, where the loop below would otherwise never end. */
+int sr_health_update(struct sr_health *st, const uint8_t *p, size_t n) {
+    if (st->apt_window == 0 || st->apt_seen >= st->apt_window) return -3;
     uint32_t run = st->run, last = st->last;
     uint64_t rct = 0;
     for (size_t i = 0; i < n; i++) {
@@ -43,4 +46,5 @@ void sr_health_update(struct sr_health *st, const uint8_t *p, size_t n) {
             st->apt_seen = 0;
         }
     }
+    return 0;
 }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 from pathlib import Path
 
 import numpy as np
@@ -45,17 +46,39 @@ class HealthState(ctypes.Structure):
     ]
 
 
+ABI = 2  # sr_rng_abi_version() in fipsblocks.c
+BAD_STATE = -3  # what an entry point answers for sizes or a state it refuses
+
+
 @functools.lru_cache(maxsize=1)
 def lib() -> ctypes.CDLL | None:
-    if not LIBRARY.exists():
+    """The helper, or None: not built, ``STRONGROOM_NO_NATIVE=1`` (the numpy paths, for tests and
+    comparisons), unloadable here, or built by another version."""
+    if os.environ.get("STRONGROOM_NO_NATIVE") == "1" or not LIBRARY.exists():
         return None
-    so = ctypes.CDLL(str(LIBRARY))
+    try:
+        so = ctypes.CDLL(str(LIBRARY))
+        abi = so.sr_rng_abi_version
+    except (OSError, AttributeError):
+        return None
+    abi.restype, abi.argtypes = ctypes.c_int, []
+    if abi() != ABI:
+        return None
     vp, size = ctypes.c_void_p, ctypes.c_size_t
-    so.sr_fips_blocks.restype = None
-    so.sr_fips_blocks.argtypes = [vp, size, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_uint32), ctypes.c_int, vp]
-    so.sr_ent_update.restype = None
+    so.sr_fips_blocks.restype = ctypes.c_int
+    so.sr_fips_blocks.argtypes = [
+        vp,
+        size,
+        size,
+        ctypes.POINTER(ctypes.c_int),
+        ctypes.POINTER(ctypes.c_uint32),
+        ctypes.c_int,
+        vp,
+        size,
+    ]
+    so.sr_ent_update.restype = ctypes.c_int
     so.sr_ent_update.argtypes = [ctypes.POINTER(EntState), vp, size]
-    so.sr_health_update.restype = None
+    so.sr_health_update.restype = ctypes.c_int
     so.sr_health_update.argtypes = [ctypes.POINTER(HealthState), vp, size]
     for name in ("sr_cpu_has_rdrand", "sr_cpu_has_rdseed"):
         getattr(so, name).restype = ctypes.c_int

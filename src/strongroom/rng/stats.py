@@ -114,7 +114,8 @@ class EntAccumulator:
         view = memoryview(data).cast("B")
         for start in range(0, len(view), self.PIECE):
             piece = view[start : start + self.PIECE]
-            self._lib.sr_ent_update(ctypes.byref(self._state), native.address(piece), len(piece))
+            if self._lib.sr_ent_update(ctypes.byref(self._state), native.address(piece), len(piece)) != 0:
+                raise ValueError("the ent helper refused its state")
         self.bytes += len(view)
 
     def result(self) -> EntStats:
