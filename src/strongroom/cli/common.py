@@ -84,7 +84,7 @@ def passphrase_option(f: F) -> F:
 
 def read_passphrase(passphrase_file: Path | None, confirm: bool = False, what: str = "Passphrase") -> str:
     if passphrase_file is not None:
-        text = passphrase_file.read_text().rstrip("\r\n")
+        text = passphrase_file.read_text(encoding="utf-8").rstrip("\r\n")  # FORMAT.md §4
         if not text:
             raise CliError(f"{passphrase_file} is empty")
         return text
