@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import stat
 import struct
 from pathlib import Path
@@ -18,7 +19,13 @@ from cryptography.hazmat.primitives.kdf.argon2 import Argon2id
 
 
 def unb64u(s: str) -> bytes:
-    return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+    """Strict (§6): only the canonical encoding of some bytes."""
+    if not re.fullmatch(r"[A-Za-z0-9_-]*", s) or len(s) % 4 == 1:
+        raise ValueError("not base64url")
+    data = base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+    if b64u(data) != s:
+        raise ValueError("not canonical base64url")
+    return data
 
 
 def b64u(b: bytes) -> str:
@@ -57,11 +64,10 @@ def unlock(config: dict[str, Any], passphrase: str) -> dict[str, bytes]:
     keys = {"kek": kek, "volume_id": volume_id}
     for purpose, wrapped in config["wrapped"].items():
         keys[purpose] = OPEN(kek, b"strongroom/v1/" + purpose.encode() + b"\x00" + volume_id, unb64u(wrapped))
-    canonical = json.dumps(
-        {k: config[k] for k in ("block_size", "cipher", "format", "long_name_max", "names", "version", "volume_id")},
-        sort_keys=True,
-        separators=(",", ":"),
-    ).encode()
+    fields = {k: config[k] for k in ("block_size", "cipher", "format", "long_name_max", "names", "version", "volume_id")}
+    if "acl" in config:
+        fields["acl"] = config["acl"]
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
     mac = hmac.new(keys["rules-mac"], b"strongroom/v1/params\x00" + canonical, hashlib.sha256).digest()
     if not hmac.compare_digest(mac, unb64u(config["params_mac"])):
         raise ValueError("params_mac")
@@ -72,7 +78,10 @@ def decrypt_file(lower: bytes, kek: bytes, volume_id: bytes, holes: bool = False
     """§5; ``holes``: version 3, where every block but the last may be a hole (4,124 zero bytes)."""
     if not lower:
         return b""
-    assert lower[:4] == b"SRF1" and struct.unpack(">HH", lower[4:8]) == (1, 0)
+    if len(lower) < 84 + 29 or 0 < (len(lower) - 84) % 4124 <= 28:
+        raise ValueError("impossible size")
+    if lower[:4] != b"SRF1" or struct.unpack(">HH", lower[4:8]) != (1, 0):
+        raise ValueError("not a Strongroom file of version 1")
     file_id = lower[8:24]
     file_key = OPEN(kek, b"strongroom/v1/file\x00" + volume_id + lower[:24], lower[24:84])
     out = []
@@ -90,9 +99,13 @@ def decrypt_name(lower_name: str, name_key: bytes, diriv: bytes, sidecar: str | 
     """§6; ``sidecar`` is the .name file's content for a long name."""
     e = lower_name
     if lower_name.startswith("strongroom.longname."):
-        assert sidecar is not None and lower_name == "strongroom.longname." + b64u(hashlib.sha256(sidecar.encode()).digest())
+        if sidecar is None or lower_name != "strongroom.longname." + b64u(hashlib.sha256(sidecar.encode()).digest()):
+            raise ValueError("the long name's sidecar does not hash to it")
         e = sidecar
-    return AESSIV(name_key).decrypt(unb64u(e), [b"strongroom/v1/name\x00" + diriv])
+    name = AESSIV(name_key).decrypt(unb64u(e), [b"strongroom/v1/name\x00" + diriv])
+    if name in (b"", b".", b"..") or b"/" in name or b"\x00" in name or len(name) > 255:
+        raise ValueError("a name no writer stores")
+    return name
 
 
 def derive_tweak(parent_tweak: bytes, lower_name: str) -> bytes:
@@ -147,18 +160,23 @@ def decrypt_xattr(lower_name: str, value: bytes, keys: dict[str, bytes], binding
     return "user." + name, plain
 
 
-def decrypt_standalone(data: bytes, passphrase: str) -> bytes:
-    """§7, passphrase-keyed."""
+def decrypt_standalone(data: bytes, passphrase: str | None = None, volume_kek: bytes | None = None) -> bytes:
+    """§7: keyed by a passphrase, or (``volume_kek``) by the volume whose id the envelope names."""
     assert data[:4] == b"SRE1"
     (length,) = struct.unpack(">I", data[4:8])
     env = json.loads(data[8 : 8 + length])
     volume_id = unb64u(env["volume_id"])
     source = env["key_source"]
-    kek = OPEN(
-        source_key_from_passphrase(source, passphrase),
-        b"strongroom/v1/kek\x00" + volume_id + b"passphrase",
-        unb64u(source["sealed_kek"]),
-    )
+    if source is None:
+        assert volume_kek is not None, "keyed by a volume"
+        kek = volume_kek
+    else:
+        assert passphrase is not None
+        kek = OPEN(
+            source_key_from_passphrase(source, passphrase),
+            b"strongroom/v1/kek\x00" + volume_id + b"passphrase",
+            unb64u(source["sealed_kek"]),
+        )
     body = data[8 + length :]
     file_part, end = body[:-36], body[-36:]
     plain = decrypt_file(file_part, kek, volume_id) if len(file_part) > 84 else b""

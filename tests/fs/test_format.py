@@ -6,11 +6,12 @@ from __future__ import annotations
 import io
 import json
 import os
+import unicodedata
 from pathlib import Path
 
 import pytest
 
-from strongroom.fs import config, content, keys, names, standalone, xattrs
+from strongroom.fs import config, content, keys, names, native, standalone, xattrs
 from tests.fs import spec_decryptor as spec
 
 V = json.loads(Path(__file__).with_name("vectors.json").read_text())
@@ -150,3 +151,78 @@ def test_config_tampering_is_refused() -> None:
         config.VolumeConfig.from_json(bad).unlock_passphrase(V["passphrase"])
     with pytest.raises(config.ConfigError, match="corrupt"):
         config.VolumeConfig.from_json({"format": "strongroom-volume", "version": 1})
+
+
+def _code_reads(lower: bytes, vk: keys.VolumeKeys, holes: bool) -> bytes:
+    """A reader of one lower file, by the code: its size, header and blocks (§5)."""
+    size = content.plain_size(len(lower))
+    if not size:
+        return b""
+    header = content.FileHeader.decode(lower[: content.HEADER], vk.kek, vk.volume_id)
+    hole_limit = (size - 1) // content.BLOCK if holes else 0
+    return content.FileCipher(header).open(0, lower[content.HEADER :], hole_limit)
+
+
+@pytest.mark.parametrize("case", V["negative_files"], ids=lambda c: c["case"])
+def test_negative_file_vectors_are_refused_by_the_code_and_the_spec(vk: keys.VolumeKeys, case: dict) -> None:
+    lower = bytes.fromhex(case["lower_hex"])
+    with pytest.raises((content.DamagedFile, native.BadBlock)) as e:
+        _code_reads(lower, vk, case["holes"])
+    err = e.value
+    said = f"block {err.block}" if isinstance(err, native.BadBlock) else str(err)
+    if isinstance(err, content.DamagedFile) and err.block is not None and case["refusal"].startswith("block"):
+        said = f"block {err.block}"
+    assert case["refusal"] in said, (case["case"], said)
+    with pytest.raises(Exception):  # noqa: B017, PT011 - the spec's reader raises whatever its primitives raise
+        spec.decrypt_file(lower, vk.kek, vk.volume_id, case["holes"])
+
+
+@pytest.mark.parametrize("case", V["negative_names"], ids=lambda c: c["case"])
+def test_negative_name_vectors_are_not_names(vk: keys.VolumeKeys, case: dict) -> None:
+    diriv = bytes.fromhex(V["root_diriv_hex"])
+    nc = names.NameCipher(vk.names)
+    with pytest.raises(names.BadName):
+        if case["sidecar"] is not None:
+            if names.long_name(case["sidecar"]) != case["lower"]:
+                raise names.BadName("the long-name sidecar does not match its entry")  # what every reader checks
+            nc.decrypt(case["sidecar"], diriv)
+        else:
+            nc.decrypt(case["lower"], diriv)
+    with pytest.raises(Exception):  # noqa: B017, PT011
+        spec.decrypt_name(case["lower"], vk.names, diriv, case["sidecar"])
+
+
+def test_more_positive_vectors(vk: keys.VolumeKeys) -> None:
+    sk = spec.unlock(V["config"], V["passphrase"])
+    diriv = bytes.fromhex(V["root_diriv_hex"])
+    nc = names.NameCipher(vk.names)
+    # a symlink's target, encrypted as a file (§5)
+    sealed = names.unb64u(V["symlink"]["lower_target"])
+    assert spec.decrypt_file(sealed, sk["kek"], sk["volume_id"]).decode() == V["symlink"]["target"]
+    assert _code_reads(sealed, vk, False).decode() == V["symlink"]["target"]
+    # a non-ASCII name, and a non-ASCII passphrase opening the same KEK
+    n = V["non_ascii_name"]
+    assert nc.decrypt(n["lower"], diriv).decode() == n["plaintext"] == spec.decrypt_name(n["lower"], vk.names, diriv).decode()
+    p = V["non_ascii_passphrase"]
+    with_source = json.loads(json.dumps(V["config"]))
+    with_source["key_sources"] = [p["source"]]
+    assert config.VolumeConfig.from_json(with_source).unlock_passphrase(p["passphrase"]).kek == vk.kek
+    assert spec.unlock(with_source, p["passphrase"])["kek"] == vk.kek
+    with pytest.raises(config.ConfigError):  # the same text in another Unicode normalization is another passphrase
+        config.VolumeConfig.from_json(with_source).unlock_passphrase(unicodedata.normalize("NFD", p["passphrase"]))
+    # an empty file, and a hard link's two names for one file
+    assert _code_reads(b"", vk, True) == spec.decrypt_file(b"", sk["kek"], sk["volume_id"]) == b""
+    link = V["hard_link"]
+    for name in link["names"]:
+        assert nc.decrypt(name["lower"], diriv).decode() == name["plaintext"]
+    assert _code_reads(bytes.fromhex(link["lower_hex"]), vk, False) == bytes.fromhex(V["file"]["plaintext_hex"])
+    # a version-2 config opens with the same keys; its directories derive their tweaks (§6)
+    v2 = config.VolumeConfig.from_json(V["config_v2"])
+    assert v2.version == 2 and v2.derived_tweaks and not v2.holes
+    assert v2.unlock_passphrase(V["passphrase"]).kek == vk.kek and spec.unlock(V["config_v2"], V["passphrase"])["kek"] == vk.kek
+    # a standalone file keyed by the volume (§7)
+    data = bytes.fromhex(V["standalone_volume"]["encrypted_hex"])
+    assert spec.decrypt_standalone(data, volume_kek=vk.kek).decode() == V["standalone_volume"]["plaintext"]
+    out = io.BytesIO()
+    standalone.decrypt_stream(io.BytesIO(data), out, lambda env: [vk.kek])
+    assert out.getvalue().decode() == V["standalone_volume"]["plaintext"]
