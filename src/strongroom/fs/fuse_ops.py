@@ -60,6 +60,19 @@ _MKNOD_TYPES = frozenset({stat.S_IFREG, stat.S_IFIFO, stat.S_IFSOCK, stat.S_IFCH
 _HIDDEN = re.compile(r"\.fuse_hidden[0-9a-f]{16}")
 
 
+def _chmod_nofollow(lower: str, mode: int) -> None:
+    """chmod of the lower entry itself, never of what a symlink there points to (Linux has no
+    lchmod): the entry is pinned by an O_PATH descriptor and changed through it; a symlink
+    answers ELOOP."""
+    fd = os.open(lower, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if stat.S_ISLNK(os.fstat(fd).st_mode):
+            raise _err(errno.ELOOP)
+        os.chmod(f"/proc/self/fd/{fd}", mode)
+    finally:
+        os.close(fd)
+
+
 def _err(code: int) -> OSError:
     return OSError(code, os.strerror(code))
 
@@ -364,7 +377,7 @@ class VolumeOps:
 
     def _write_sidecar(self, lower_parent: str, name: str, full: str) -> None:
         path = os.path.join(lower_parent, name + names.LONG_SUFFIX)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o400)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
         try:
             os.write(fd, full.encode())
             os.fsync(fd)
@@ -468,7 +481,11 @@ class VolumeOps:
     def chmod(self, path: str, mode: int) -> int:
         self._check(path, write=True)
         self._writable()
-        os.chmod(self._node(path)[0], mode)
+        node, is_fd = self._node(path)
+        if is_fd:
+            os.chmod(node, mode)
+        else:
+            _chmod_nofollow(str(node), mode)
         self._changed_path(path)
         return 0
 
@@ -599,7 +616,7 @@ class VolumeOps:
             self._as_caller(os.mkdir, lower, mode | 0o300)  # a daemon not run as root must write the tweak
             iv = write_diriv(lower)  # durable before anything is created inside
             if mode & 0o300 != 0o300:  # keeping a set-group-ID bit inherited from the parent
-                os.chmod(lower, stat.S_IMODE(os.lstat(lower).st_mode) & ~0o300 | mode & 0o300)
+                _chmod_nofollow(lower, stat.S_IMODE(os.lstat(lower).st_mode) & ~0o300 | mode & 0o300)
         self._forget_dirs(path)
         with self._lock:
             self._dirs.put(path, (lower, iv))
@@ -722,11 +739,11 @@ class VolumeOps:
             write_diriv(lower, iv)
         except PermissionError:  # a directory without owner write access (a daemon not run as root)
             mode = stat.S_IMODE(os.lstat(lower).st_mode)
-            os.chmod(lower, mode | 0o300)
+            _chmod_nofollow(lower, mode | 0o300)
             try:
                 write_diriv(lower, iv)
             finally:
-                os.chmod(lower, mode)
+                _chmod_nofollow(lower, mode)
 
     def link(self, target: str, source: str) -> int:
         """ln SOURCE TARGET."""
@@ -737,7 +754,7 @@ class VolumeOps:
             raise _err(errno.ENOENT)
         new_parent, new_name = self._new_entry(target)
         lower = os.path.join(new_parent, new_name)
-        os.link(self._lower(source), lower)
+        os.link(self._lower(source), lower, follow_symlinks=False)  # a lower symlink is never followed
         if self.links is not None:
             st = os.lstat(lower)
             key = (st.st_dev, st.st_ino)
@@ -785,18 +802,22 @@ class VolumeOps:
         return 0
 
     # -- files ---------------------------------------------------------------------------
-    def _open_lower(self, lower: str, flags: int, mode: int = 0o600) -> int:
+    def _open_lower(self, lower: str, flags: int, mode: int = 0o600, follow: bool = False) -> int:
         access = flags & os.O_ACCMODE
         if access != os.O_RDONLY:
             self._writable()
-        extra = flags & (os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW)
+        # O_NOFOLLOW always: the kernel resolves the caller's symlinks before asking the daemon,
+        # so a lower symlink where a file should be was put there by someone writing the lower
+        # directory, and following it would let them aim the daemon at any file (ELOOP instead)
+        nofollow = 0 if follow else os.O_NOFOLLOW
+        extra = flags & (os.O_CREAT | os.O_EXCL) | nofollow
         try:
             # read-modify-write of partial blocks needs read access even for write-only opens
             return os.open(lower, (os.O_RDONLY if self.read_only else os.O_RDWR) | extra | os.O_CLOEXEC, mode)
         except PermissionError:
             if access != os.O_RDONLY:
                 raise
-            return os.open(lower, os.O_RDONLY | os.O_CLOEXEC)
+            return os.open(lower, os.O_RDONLY | nofollow | os.O_CLOEXEC)
 
     def _new_handle(self, fd: int, path: str, lower: str, st: os.stat_result | None = None, append: bool = False) -> int:
         st = os.fstat(fd) if st is None else st
@@ -813,7 +834,7 @@ class VolumeOps:
         self._check(path, write=flags & os.O_ACCMODE != os.O_RDONLY or bool(flags & os.O_TRUNC))
         node, is_fd = self._node(path)
         lower = f"/proc/self/fd/{node}" if is_fd else str(node)  # reopened through /proc when unlinked
-        fd = self._open_lower(lower, flags)
+        fd = self._open_lower(lower, flags, follow=is_fd)  # /proc/self/fd/N is a (trusted) magic link
         st = os.fstat(fd)
         fh = self._new_handle(fd, path, lower, st, append=bool(flags & os.O_APPEND))
         if flags & os.O_APPEND and st.st_nlink > 1:
