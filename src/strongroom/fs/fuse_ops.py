@@ -9,6 +9,7 @@ read-modify-write of a partial block atomic: a reader never sees half a write.
 from __future__ import annotations
 
 import base64
+import contextlib
 import ctypes
 import errno
 import logging
@@ -23,6 +24,7 @@ from typing import Any
 
 from strongroom.fs import content, durable, names
 from strongroom.fs import xattrs as xattrs_mod
+from strongroom.fs.beneath import Beneath
 from strongroom.fs.config import CONFIG
 from strongroom.fs.creds import CallerCredentials
 from strongroom.fs.keys import VolumeKeys
@@ -219,6 +221,7 @@ class VolumeOps:
         bound_xattrs: bool = True,
     ) -> None:
         self.root = os.path.abspath(lower_root)
+        self.beneath = Beneath(self.root)  # every lower entry a change reaches, reached without symlinks
         self.keys = keys
         self.read_only = read_only
         # Format version 2: a new directory's tweak is derived, not stored (FORMAT.md §6).
@@ -358,6 +361,16 @@ class VolumeOps:
                 return fd, True
         return self._lower(path), False
 
+    @contextlib.contextmanager
+    def _reach(self, path: str) -> Iterator[tuple[str | int, bool]]:
+        """_node's answer, a lower path made safe to use (beneath.py) for the block's length."""
+        node, is_fd = self._node(path)
+        if is_fd:
+            yield node, True
+            return
+        with self.beneath.path(str(node)) as pinned:
+            yield pinned, False
+
     def _forget_dirs(self, path: str | None = None) -> None:
         """Drop a directory's cached lower path and tweak (all directories' if ``path`` is None)."""
         with self._lock:
@@ -376,8 +389,8 @@ class VolumeOps:
         return lower_parent, name
 
     def _write_sidecar(self, lower_parent: str, name: str, full: str) -> None:
-        path = os.path.join(lower_parent, name + names.LONG_SUFFIX)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
+        with self.beneath.path(os.path.join(lower_parent, name + names.LONG_SUFFIX)) as pinned:
+            fd = os.open(pinned, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
         try:
             os.write(fd, full.encode())
             os.fsync(fd)
@@ -387,7 +400,8 @@ class VolumeOps:
     def _remove_sidecar(self, lower_parent: str, name: str) -> None:
         if names.is_long(name):
             try:
-                os.unlink(os.path.join(lower_parent, name + names.LONG_SUFFIX))
+                with self.beneath.path(os.path.join(lower_parent, name + names.LONG_SUFFIX)) as pinned:
+                    os.unlink(pinned)
             except FileNotFoundError:
                 pass
 
@@ -485,7 +499,8 @@ class VolumeOps:
         if is_fd:
             os.chmod(node, mode)
         else:
-            _chmod_nofollow(str(node), mode)
+            with self.beneath.path(str(node)) as pinned:
+                _chmod_nofollow(pinned, mode)
         self._changed_path(path)
         return 0
 
@@ -493,7 +508,11 @@ class VolumeOps:
         self._check(path, write=True)
         self._writable()
         node, is_fd = self._node(path)
-        os.chown(node, uid, gid, follow_symlinks=is_fd)
+        if is_fd:
+            os.chown(node, uid, gid)
+        else:
+            with self.beneath.path(str(node)) as pinned:
+                os.chown(pinned, uid, gid, follow_symlinks=False)
         self._changed_path(path)
         return 0
 
@@ -513,7 +532,8 @@ class VolumeOps:
         if is_fd:
             done = _utimensat(node, None, times, 0)
         else:
-            done = _utimensat(_AT_FDCWD, os.fsencode(str(node)), times, _AT_SYMLINK_NOFOLLOW)
+            with self.beneath.path(str(node)) as pinned:
+                done = _utimensat(_AT_FDCWD, os.fsencode(pinned), times, _AT_SYMLINK_NOFOLLOW)
         if done != 0:
             raise _err(ctypes.get_errno())
         self._changed_path(path)
@@ -610,13 +630,17 @@ class VolumeOps:
         lower = os.path.join(lower_parent, name)
         if self.derived_tweaks:
             # The tweak is a function of the parent's and this entry's name: durable with the entry.
-            self._as_caller(os.mkdir, lower, mode)
+            with self.beneath.path(lower) as pinned:
+                self._as_caller(os.mkdir, pinned, mode)
             iv = names.derived_diriv(parent_iv, name)
         else:
-            self._as_caller(os.mkdir, lower, mode | 0o300)  # a daemon not run as root must write the tweak
-            iv = write_diriv(lower)  # durable before anything is created inside
+            with self.beneath.path(lower) as pinned:
+                self._as_caller(os.mkdir, pinned, mode | 0o300)  # a daemon not run as root must write the tweak
+            with self.beneath.directory(lower) as inside:
+                iv = write_diriv(inside)  # durable before anything is created inside
             if mode & 0o300 != 0o300:  # keeping a set-group-ID bit inherited from the parent
-                _chmod_nofollow(lower, stat.S_IMODE(os.lstat(lower).st_mode) & ~0o300 | mode & 0o300)
+                with self.beneath.path(lower) as pinned:
+                    _chmod_nofollow(pinned, stat.S_IMODE(os.lstat(pinned).st_mode) & ~0o300 | mode & 0o300)
         self._forget_dirs(path)
         with self._lock:
             self._dirs.put(path, (lower, iv))
@@ -629,20 +653,24 @@ class VolumeOps:
         lower = os.path.join(lower_parent, name)
         try:
             try:
-                os.rmdir(lower)
+                with self.beneath.path(lower) as pinned:
+                    os.rmdir(pinned)
             except OSError as e:
                 if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                     raise
                 # A stored tweak is the only lower entry an empty plaintext directory may hold.
-                if [n for n in os.listdir(lower) if n != names.DIRIV]:
-                    raise _err(errno.ENOTEMPTY) from None
-                iv = self._stored_diriv(lower)
-                os.unlink(os.path.join(lower, names.DIRIV))
+                with self.beneath.directory(lower) as inside:
+                    if [n for n in os.listdir(inside) if n != names.DIRIV]:
+                        raise _err(errno.ENOTEMPTY) from None
+                    iv = self._stored_diriv(inside)
+                    os.unlink(os.path.join(inside, names.DIRIV))
                 try:
-                    os.rmdir(lower)
+                    with self.beneath.path(lower) as pinned:
+                        os.rmdir(pinned)
                 except OSError:
                     if iv is not None:
-                        write_diriv(lower, iv)  # put the same tweak back: the directory stays usable
+                        with self.beneath.directory(lower) as inside:
+                            write_diriv(inside, iv)  # put the same tweak back: the directory stays usable
                     raise
         finally:
             self._forget_dirs(path)
@@ -661,7 +689,8 @@ class VolumeOps:
             os.close(self._hidden.pop(path))
             return 0
         lower_parent, name, _ = self._entry(path)
-        os.unlink(os.path.join(lower_parent, name))
+        with self.beneath.path(os.path.join(lower_parent, name)) as pinned:
+            os.unlink(pinned)
         self._remove_sidecar(lower_parent, name)
         if self.links is not None:
             self._changed(self.links.removed(path))  # the other names' link count and ctime
@@ -684,7 +713,7 @@ class VolumeOps:
             self._keep_tweak(old, old_lower)
         try:
             try:
-                os.rename(old_lower, new_lower)
+                self._rename_lower(old_lower, new_lower)
             except OSError as e:
                 # An empty plaintext directory still holds its tweak, so the lower rename over it
                 # fails (ENOTEMPTY on ext4, EEXIST on xfs): remove it as rmdir would (ENOTEMPTY if
@@ -692,7 +721,7 @@ class VolumeOps:
                 if not moves_dir or e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                     raise
                 self.rmdir(new)
-                os.rename(old_lower, new_lower)
+                self._rename_lower(old_lower, new_lower)
         finally:
             if moves_dir:  # every directory below moved too (and one may have been replaced)
                 self._forget_dirs()
@@ -703,6 +732,10 @@ class VolumeOps:
             self.links.renamed(old, new)
             self._changed(replaced)
         return 0
+
+    def _rename_lower(self, old_lower: str, new_lower: str) -> None:
+        with self.beneath.path(old_lower) as old_pinned, self.beneath.path(new_lower) as new_pinned:
+            os.rename(old_pinned, new_pinned)
 
     def _hide(self, path: str, hidden: str) -> bool:
         """libfuse moving an open file out of the way of an unlink (or of a rename over it):
@@ -722,7 +755,8 @@ class VolumeOps:
             if held is None:
                 return False
             fd = os.dup(held)
-        os.unlink(lower)
+        with self.beneath.path(lower) as pinned:
+            os.unlink(pinned)
         self._remove_sidecar(lower_parent, name)
         self._hidden[hidden] = fd
         if self.links is not None:
@@ -735,15 +769,16 @@ class VolumeOps:
         if self._stored_diriv(lower) is not None:
             return
         iv = self._dir(path)[1]
-        try:
-            write_diriv(lower, iv)
-        except PermissionError:  # a directory without owner write access (a daemon not run as root)
-            mode = stat.S_IMODE(os.lstat(lower).st_mode)
-            _chmod_nofollow(lower, mode | 0o300)
+        with self.beneath.directory(lower) as inside:
             try:
-                write_diriv(lower, iv)
-            finally:
-                _chmod_nofollow(lower, mode)
+                write_diriv(inside, iv)
+            except PermissionError:  # a directory without owner write access (a daemon not run as root)
+                mode = stat.S_IMODE(os.stat(inside).st_mode)
+                os.chmod(inside, mode | 0o300)
+                try:
+                    write_diriv(inside, iv)
+                finally:
+                    os.chmod(inside, mode)
 
     def link(self, target: str, source: str) -> int:
         """ln SOURCE TARGET."""
@@ -754,7 +789,8 @@ class VolumeOps:
             raise _err(errno.ENOENT)
         new_parent, new_name = self._new_entry(target)
         lower = os.path.join(new_parent, new_name)
-        os.link(self._lower(source), lower, follow_symlinks=False)  # a lower symlink is never followed
+        with self.beneath.path(self._lower(source)) as src, self.beneath.path(lower) as dst:
+            os.link(src, dst, follow_symlinks=False)  # a lower symlink is never followed
         if self.links is not None:
             st = os.lstat(lower)
             key = (st.st_dev, st.st_ino)
@@ -775,7 +811,8 @@ class VolumeOps:
         if len(encoded) > 4095:
             raise _err(errno.ENAMETOOLONG)
         new_parent, new_name = self._new_entry(target)
-        self._as_caller(os.symlink, encoded, os.path.join(new_parent, new_name))
+        with self.beneath.path(os.path.join(new_parent, new_name)) as pinned:
+            self._as_caller(os.symlink, encoded, pinned)
         return 0
 
     def _read_link(self, lower: str) -> bytes:
@@ -798,7 +835,8 @@ class VolumeOps:
         if stat.S_IFMT(mode) not in _MKNOD_TYPES:
             raise _err(errno.EINVAL)
         lower_parent, name = self._new_entry(path)
-        self._as_caller(os.mknod, os.path.join(lower_parent, name), mode, dev)
+        with self.beneath.path(os.path.join(lower_parent, name)) as pinned:
+            self._as_caller(os.mknod, pinned, mode, dev)
         return 0
 
     # -- files ---------------------------------------------------------------------------
@@ -811,13 +849,14 @@ class VolumeOps:
         # directory, and following it would let them aim the daemon at any file (ELOOP instead)
         nofollow = 0 if follow else os.O_NOFOLLOW
         extra = flags & (os.O_CREAT | os.O_EXCL) | nofollow
-        try:
-            # read-modify-write of partial blocks needs read access even for write-only opens
-            return os.open(lower, (os.O_RDONLY if self.read_only else os.O_RDWR) | extra | os.O_CLOEXEC, mode)
-        except PermissionError:
-            if access != os.O_RDONLY:
-                raise
-            return os.open(lower, os.O_RDONLY | nofollow | os.O_CLOEXEC)
+        with contextlib.nullcontext(lower) if follow else self.beneath.path(lower) as pinned:
+            try:
+                # read-modify-write of partial blocks needs read access even for write-only opens
+                return os.open(pinned, (os.O_RDONLY if self.read_only else os.O_RDWR) | extra | os.O_CLOEXEC, mode)
+            except PermissionError:
+                if access != os.O_RDONLY:
+                    raise
+                return os.open(pinned, os.O_RDONLY | nofollow | os.O_CLOEXEC)
 
     def _new_handle(self, fd: int, path: str, lower: str, st: os.stat_result | None = None, append: bool = False) -> int:
         st = os.fstat(fd) if st is None else st
@@ -1269,9 +1308,9 @@ class VolumeOps:
             lower_name = self.xattrs.lower_name(name)
         except names.BadName:
             raise _err(errno.ENOTSUP) from None
-        node, is_fd = self._node(path)
-        sealed = self.xattrs.seal_value(lower_name, value, self._xattr_binding(path, node, is_fd))
-        os.setxattr(node, lower_name, sealed, options, follow_symlinks=is_fd)
+        with self._reach(path) as (node, is_fd):
+            sealed = self.xattrs.seal_value(lower_name, value, self._xattr_binding(path, node, is_fd))
+            os.setxattr(node, lower_name, sealed, options, follow_symlinks=is_fd)
         self._changed_path(path)
         return 0
 
@@ -1281,25 +1320,26 @@ class VolumeOps:
             lower_name = self.xattrs.lower_name(name)
         except names.BadName:
             raise _err(errno.ENODATA) from None
-        node, is_fd = self._node(path)
-        sealed = os.getxattr(node, lower_name, follow_symlinks=is_fd)
-        binding = self._xattr_binding(path, node, is_fd)
-        for _ in range(2):  # again if a first write or a truncation rebound it meanwhile
-            try:
-                return self.xattrs.open_value(lower_name, sealed, binding)
-            except Exception:  # noqa: BLE001 - any failure to open is damage
-                again = self._xattr_binding(path, node, is_fd)
-                if again == binding:
-                    break
-                sealed, binding = os.getxattr(node, lower_name, follow_symlinks=is_fd), again
+        with self._reach(path) as (node, is_fd):
+            sealed = os.getxattr(node, lower_name, follow_symlinks=is_fd)
+            binding = self._xattr_binding(path, node, is_fd)
+            for _ in range(2):  # again if a first write or a truncation rebound it meanwhile
+                try:
+                    return self.xattrs.open_value(lower_name, sealed, binding)
+                except Exception:  # noqa: BLE001 - any failure to open is damage
+                    again = self._xattr_binding(path, node, is_fd)
+                    if again == binding:
+                        break
+                    sealed, binding = os.getxattr(node, lower_name, follow_symlinks=is_fd), again
         self._damage(path, None, f"attribute {lower_name} does not open here (damaged, or moved from another file)")
         raise _err(errno.EIO)
 
     def listxattr(self, path: str) -> list[str]:
         self._check(path)
         out = []
-        node, is_fd = self._node(path)
-        for lower_name in os.listxattr(node, follow_symlinks=is_fd):
+        with self._reach(path) as (node, is_fd):
+            lower_names = os.listxattr(node, follow_symlinks=is_fd)
+        for lower_name in lower_names:
             if lower_name.startswith("user.sr."):
                 try:
                     out.append(self.xattrs.plain_name(lower_name))
@@ -1314,7 +1354,7 @@ class VolumeOps:
             lower_name = self.xattrs.lower_name(name)
         except names.BadName:
             raise _err(errno.ENODATA) from None
-        node, is_fd = self._node(path)
-        os.removexattr(node, lower_name, follow_symlinks=is_fd)
+        with self._reach(path) as (node, is_fd):
+            os.removexattr(node, lower_name, follow_symlinks=is_fd)
         self._changed_path(path)
         return 0
