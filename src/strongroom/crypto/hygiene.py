@@ -14,7 +14,7 @@ import os
 import resource
 
 _PR_SET_DUMPABLE = 4
-_MCL_CURRENT, _MCL_FUTURE, _MCL_ONFAULT = 1, 2, 4
+_MCL_CURRENT, _MCL_ONFAULT = 1, 4
 
 
 def harden_process(lock_memory: bool = True) -> list[str]:
@@ -33,8 +33,11 @@ def harden_process(lock_memory: bool = True) -> list[str]:
         if os.geteuid() != 0 and limit != resource.RLIM_INFINITY:
             # every later allocation past the limit would fail: not worth a key kept off swap
             missing.append(f"memory is not locked against swapping (RLIMIT_MEMLOCK is {limit} bytes)")
-        # ONFAULT: a page is locked when first touched, so thread stacks and buffers reserved
-        # but unused do not all become resident
-        elif libc.mlockall(_MCL_CURRENT | _MCL_FUTURE | _MCL_ONFAULT) != 0:
+        # CURRENT, not FUTURE: the pages mapped now, which hold the keys derived before this
+        # call (the server's unseal key before its fork, the mount's volume keys), stay in RAM;
+        # locking every later allocation too made each page fault dearer (the key server lost
+        # ~20 % of its get and put rate, docs/BENCHMARKS.md).  ONFAULT: reserved but untouched
+        # pages are not made resident.
+        elif libc.mlockall(_MCL_CURRENT | _MCL_ONFAULT) != 0:
             missing.append(f"memory is not locked against swapping (mlockall: errno {ctypes.get_errno()})")
     return missing

@@ -26,7 +26,9 @@ class _OpenHow(ctypes.Structure):
     _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
+# PyDLL: the call holds the GIL.  It takes microseconds; a CDLL call drops the GIL and, with the
+# daemon's request threads all waiting for it, can take far longer to get it back.
+_libc = ctypes.PyDLL(None, use_errno=True)
 _has_openat2: bool | None = None
 
 
