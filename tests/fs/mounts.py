@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from strongroom.fs import mount
+from strongroom.fs import config, mount, names
 from strongroom.fs.volume import init_volume
 
 PASSPHRASE = "volume passphrase"
@@ -28,6 +28,26 @@ class Mount:
     def init(self) -> Mount:
         init_volume(self.lower, PASSPHRASE)
         return self
+
+    def as_version(self, version: int) -> Mount:
+        """Make the (new, unmounted) volume one of an older format version, as an older
+        Strongroom would have made it (the version is covered by the parameters' MAC)."""
+        cfg = config.VolumeConfig.load(self.lower)
+        vk = cfg.unlock_passphrase(PASSPHRASE)
+        cfg.version = version
+        cfg.params_mac = cfg._mac(vk.rules_mac)
+        cfg.save(self.lower)
+        return self
+
+    def name_cipher(self) -> names.NameCipher:
+        return names.NameCipher(config.VolumeConfig.load(self.lower).unlock_passphrase(PASSPHRASE).names)
+
+    def lower_of(self, plain: str, directory: Path | None = None) -> Path:
+        """The lower entry of the plaintext name ``plain`` in the lower directory ``directory``
+        (the root by default; it must store its tweak, as the root does)."""
+        directory = directory or self.lower
+        iv = (directory / names.DIRIV).read_bytes()
+        return directory / self.name_cipher().lower_name(plain.encode(), iv)[0]
 
     def start(self, *extra: str) -> Mount:
         with open(self.log, "ab") as log:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from strongroom.fs import config, content
+from strongroom.fs import content
 from tests.fs import spec_decryptor as spec
 from tests.fs.mounts import PASSPHRASE, Mount
 from tests.serverproc import cli
@@ -46,13 +46,7 @@ def fsck_clean(m: Mount) -> None:
 @pytest.fixture
 def v2(tmp_path: Path) -> Iterator[Mount]:
     """A volume of format version 2, which has no holes."""
-    m = Mount(tmp_path).init()
-    cfg = config.VolumeConfig.load(m.lower)
-    vk = cfg.unlock_passphrase(PASSPHRASE)
-    cfg.version = 2
-    cfg.params_mac = cfg._mac(vk.rules_mac)
-    cfg.save(m.lower)
-    m.start()
+    m = Mount(tmp_path).init().as_version(2).start()
     yield m
     m.stop()
 

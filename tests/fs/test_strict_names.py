@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from strongroom.fs import config, names
-from tests.fs.mounts import PASSPHRASE, Mount
+from strongroom.fs import names
+from tests.fs.mounts import Mount
 
 
 @pytest.mark.parametrize("text", ["QQ=", "QQ==", "QR", "Q", "a+b/", "QQ\n", "Q Q", "é"])
@@ -24,17 +24,13 @@ def test_canonical_base64url_round_trips() -> None:
         assert names.unb64u(names.b64u(data)) == data
 
 
-def _name_cipher(m: Mount) -> names.NameCipher:
-    return names.NameCipher(config.VolumeConfig.load(m.lower).unlock_passphrase(PASSPHRASE).names)
-
-
 def test_a_second_spelling_or_an_impossible_name_is_not_listed(tmp_path: Path) -> None:
     m = Mount(tmp_path).init().start()
     (m.mnt / "x").write_text("only one")
     (m.mnt / ("long-" + "y" * 200)).write_text("long")
     m.stop()
     iv = (m.lower / names.DIRIV).read_bytes()
-    nc = _name_cipher(m)
+    nc = m.name_cipher()
     short = m.lower / nc.lower_name(b"x", iv)[0]
     shutil.copy(short, str(short) + "=")  # the same bytes under a padded spelling
     siv = nc._siv

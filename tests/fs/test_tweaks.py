@@ -99,13 +99,7 @@ def test_directories_with_stored_tweaks_are_removed_and_replaced(vol: Mount) -> 
 
 
 def test_version_1_volumes_keep_a_stored_tweak_in_every_directory(tmp_path: Path) -> None:
-    m = Mount(tmp_path).init()
-    cfg = config.VolumeConfig.load(m.lower)
-    vk = cfg.unlock_passphrase(PASSPHRASE)
-    cfg.version = 1
-    cfg.params_mac = cfg._mac(vk.rules_mac)
-    cfg.save(m.lower)
-    m.start()
+    m = Mount(tmp_path).init().as_version(1).start()
     try:
         build(m.mnt)
         expected = plain_tree(m.mnt)

@@ -11,16 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from strongroom.fs import config, names, xattrs
+from strongroom.fs import config, xattrs
 from tests.fs.mounts import PASSPHRASE, Mount
 from tests.serverproc import cli
-
-
-def _lower_of(m: Mount, plain: str) -> Path:
-    """The lower entry of a top-level plaintext name."""
-    iv = (m.lower / names.DIRIV).read_bytes()
-    nc = names.NameCipher(config.VolumeConfig.load(m.lower).unlock_passphrase(PASSPHRASE).names)
-    return m.lower / nc.lower_name(plain.encode(), iv)[0]
 
 
 def _user_attrs(p: Path) -> list[str]:
@@ -40,7 +33,7 @@ def test_a_value_moved_to_another_entry_reads_as_eio(tmp_path: Path) -> None:
     m.stop()
     moves = {"a": "b", "d1": "d2"}
     for src, dst in moves.items():
-        lower_src, lower_dst = _lower_of(m, src), _lower_of(m, dst)
+        lower_src, lower_dst = m.lower_of(src), m.lower_of(dst)
         (attr,) = _user_attrs(lower_src)
         os.setxattr(lower_dst, attr, os.getxattr(lower_src, attr))
     m.start()
@@ -85,21 +78,16 @@ def test_the_binding_follows_a_file_through_its_life(tmp_path: Path) -> None:
 
 
 def test_a_version_3_volume_keeps_its_values(tmp_path: Path) -> None:
-    m = Mount(tmp_path).init()
-    cfg = config.VolumeConfig.load(m.lower)
-    vk = cfg.unlock_passphrase(PASSPHRASE)
-    cfg.version = 3
-    cfg.params_mac = cfg._mac(vk.rules_mac)
-    cfg.save(m.lower)
-    m.start()
+    m = Mount(tmp_path).init().as_version(3).start()
+    vk = config.VolumeConfig.load(m.lower).unlock_passphrase(PASSPHRASE)
     try:
         (m.mnt / "a").write_bytes(b"x" * 100)
         os.setxattr(m.mnt / "a", "user.old", b"name-bound")
     finally:
         m.stop()
-    (attr,) = _user_attrs(_lower_of(m, "a"))
+    (attr,) = _user_attrs(m.lower_of("a"))
     xc = xattrs.XattrCipher(vk.xattr_names, vk.xattr_values)
-    assert xc.open_value(attr, os.getxattr(_lower_of(m, "a"), attr), None) == b"name-bound"  # version 3's rule
+    assert xc.open_value(attr, os.getxattr(m.lower_of("a"), attr), None) == b"name-bound"  # version 3's rule
     m.start()
     try:
         assert os.getxattr(m.mnt / "a", "user.old") == b"name-bound"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from typing import Any
 
 import numpy as np
 import pytest
@@ -70,12 +71,15 @@ def test_rng_entry_points_refuse_short_buffers_and_bad_state() -> None:
     assert so.sr_health_update(ctypes.byref(health), _addr(data), len(data)) == rng_native.BAD_STATE
 
 
-@pytest.mark.parametrize("loader", [fs_native.lib, rng_native.lib])
-def test_no_native_means_the_python_paths(loader: object, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STRONGROOM_NO_NATIVE", "1")
-    loader.cache_clear()  # type: ignore[attr-defined]
+@pytest.mark.parametrize(("module", "other"), [(fs_native, rng_native), (rng_native, fs_native)])
+def test_a_build_of_another_kind_or_version_is_ignored(module: Any, other: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A library without the expected ABI number (here: the other helper) is not loaded: the
+    Python paths serve instead of a call with the wrong signature."""
+    monkeypatch.setattr(module, "LIBRARY", other.LIBRARY)
+    module.lib.cache_clear()
     try:
-        assert loader() is None  # type: ignore[operator]
+        assert module.lib() is None
     finally:
-        monkeypatch.delenv("STRONGROOM_NO_NATIVE")
-        loader.cache_clear()  # type: ignore[attr-defined]
+        monkeypatch.undo()
+        module.lib.cache_clear()
+    assert module.lib() is not None

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 from pathlib import Path
 
 import numpy as np
@@ -52,9 +51,9 @@ BAD_STATE = -3  # what an entry point answers for sizes or a state it refuses
 
 @functools.lru_cache(maxsize=1)
 def lib() -> ctypes.CDLL | None:
-    """The helper, or None: not built, ``STRONGROOM_NO_NATIVE=1`` (the numpy paths, for tests and
-    comparisons), unloadable here, or built by another version."""
-    if os.environ.get("STRONGROOM_NO_NATIVE") == "1" or not LIBRARY.exists():
+    """The helper, or None (the numpy paths serve): not built, unloadable here, or built by
+    another version."""
+    if not LIBRARY.exists():
         return None
     try:
         so = ctypes.CDLL(str(LIBRARY))
