@@ -103,7 +103,10 @@ def verify(tx: Tx, key: bytes, head_file: HeadFile | None) -> VerifyResult:
     if head_file is not None:
         mirrored = head_file.read()
         if mirrored is not None:
-            fseq, fmac = mirrored
+            fseq, fmac = mirrored.seq, mirrored.mac
+            if fseq > last and mirrored.prev is not None and mirrored.prev[0] == last:
+                # The batch after `last` was in flight at a crash: never committed, never answered.
+                fseq, fmac = mirrored.prev
             if fseq > last:
                 return VerifyResult(False, count, last + 1, f"log truncated: the data dir head names entry {fseq}")
             if fseq > 0 and not hmac.compare_digest(macs.get(fseq, b""), fmac):

@@ -2,17 +2,19 @@
 
 Each action gets a savepoint, so a failed action is undone alone; a refused one (audited,
 then answered with an error) keeps its audit entry.  One fsync then covers the whole batch,
-and no request thread waits in the database's lock queue.
+and no request thread waits in the database's lock queue.  The audit head file's line is written
+before the commit and made durable by the commit's flush or beside it (headfile.py).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from strongroom.server import audit as audit_mod
@@ -25,6 +27,9 @@ from strongroom.server.storage import Tx
 log = logging.getLogger("strongroom.server.committer")
 
 MAX_BATCH = 64
+# How long a committer waits for more work before settling the head file (headfile.py): short
+# enough to bound what a crash can leave pending, long enough that steady traffic never pays it.
+SETTLE_IDLE = 0.005
 Action = Callable[[Tx, audit_mod.AuditWriter], Any]
 
 
@@ -55,6 +60,34 @@ class GroupCommitter:
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self.stats = BatchStats()
+        self._flusher: ThreadPoolExecutor | None = None
+        self._flusher_pid = 0
+        self._unsettled: tuple[int, bytes] | None = None
+        self._covered = False
+        self._covered_pid = 0
+
+    @property
+    def unsettled(self) -> bool:
+        """A committed batch's head is still written as pending: ``settle`` when idle."""
+        return self._unsettled is not None
+
+    def settle(self) -> None:
+        """Drop the pending half of the head file once idle for SETTLE_IDLE seconds: a busy
+        committer's next batch supersedes it anyway, and an idle one can spare the flush."""
+        if self._unsettled is None:
+            return
+        seq, mac = self._unsettled
+        self._unsettled = None
+        try:
+            self.head_file.settle(seq, mac)
+        except OSError as e:
+            log.error("could not settle the audit head file: %s", e.strerror or type(e).__name__)
+
+    def _head_flusher(self) -> ThreadPoolExecutor:
+        if self._flusher is None or self._flusher_pid != os.getpid():  # threads do not survive a fork
+            self._flusher = ThreadPoolExecutor(1, thread_name_prefix="audit-head")
+            self._flusher_pid = os.getpid()
+        return self._flusher
 
     def submit(self, fn: Action) -> Future[Any]:
         fut: Future[Any] = Future()
@@ -69,6 +102,23 @@ class GroupCommitter:
         self._queue.put((fn, fut))
         return fut
 
+    def _mirror(self, before: tuple[int, bytes], after: tuple[int, bytes]) -> Future[None] | None:
+        """Write the batch's pending head now, under the write lock.  Returns the flush to wait
+        for after the commit, unless the commit's own flush covers the head file."""
+        try:
+            if self._covered_pid != os.getpid():
+                self._covered = self.head_file.covered_by(self.store.database_file)
+                self._covered_pid = os.getpid()
+            self.head_file.begin(before, after)
+        except OSError as e:
+            log.error("could not update the audit head file: %s", e.strerror or type(e).__name__)
+            return None
+        if self._covered:
+            done: Future[None] = Future()
+            done.set_result(None)
+            return done
+        return self._head_flusher().submit(self.head_file.sync)  # runs while the database commits
+
     def _drain(self, batch: list[tuple[Action, Future[Any]]]) -> None:
         while len(batch) < MAX_BATCH:
             try:
@@ -78,7 +128,12 @@ class GroupCommitter:
 
     def _loop(self) -> None:
         while True:
-            self.run_now([self._queue.get()])
+            try:
+                item = self._queue.get(timeout=SETTLE_IDLE if self._unsettled else None)
+            except queue.Empty:
+                self.settle()
+                continue
+            self.run_now([item])
 
     def run_now(self, batch: list[tuple[Action, Future[Any]]]) -> None:
         """Run one batch (plus whatever is queued) in the calling thread; every future ends up done."""
@@ -105,6 +160,7 @@ class GroupCommitter:
                 fut.set_exception(_sealed())
             return
         outcomes: list[tuple[Future[Any], bool, Any]] = []
+        synced: Future[None] | None = None
         try:
             with self.store.action() as (tx, seq, mac):
                 # Drain only now, holding the write lock: whatever queued while we waited for
@@ -137,14 +193,18 @@ class GroupCommitter:
                         aw.seq, aw.mac = saved
                         outcomes.append((fut, False, e))
                 aw.flush()
+                if aw.seq != seq:
+                    synced = self._mirror((seq, mac), (aw.seq, aw.mac))
         except StorageUnavailable as e:
             for _fn, fut in batch:
                 fut.set_exception(Unavailable(f"database unavailable ({e})"))
             return
-        try:
-            self.head_file.advance(aw.seq, aw.mac)
-        except OSError as e:  # committed already: answer the requests, report the lagging mirror
-            log.error("could not update the audit head file: %s", e.strerror or type(e).__name__)
+        if synced is not None:
+            try:
+                synced.result()
+                self._unsettled = (aw.seq, aw.mac)
+            except OSError as e:  # committed already: answer the requests, report the lagging mirror
+                log.error("could not flush the audit head file: %s", e.strerror or type(e).__name__)
         for fut, ok, value in outcomes:  # answered only after the commit: acknowledged means durable
             if ok:
                 fut.set_result(value)

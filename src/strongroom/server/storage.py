@@ -357,6 +357,7 @@ class Store:
         self.engine = make_engine(url)
         self.is_sqlite = self.url.startswith("sqlite")
         db_file = self.engine.url.database if self.is_sqlite else None
+        self.database_file = db_file if db_file and db_file != ":memory:" else None  # what a commit flushes
         # SQLite writers (threads and processes) queue on this file lock instead of in
         # SQLite's busy handler, which sleeps 1..100 ms between retries and wrecked latency.
         self._write_lock = f"{db_file}.lock" if db_file and db_file != ":memory:" else None

@@ -30,6 +30,7 @@ from typing import Any
 from strongroom.server import barrier as barrier_mod
 from strongroom.server import errors
 from strongroom.server import storage as st
+from strongroom.server.committer import SETTLE_IDLE
 from strongroom.server.datadir import DataDir
 
 log = logging.getLogger("strongroom.server.writer")
@@ -135,7 +136,13 @@ class Writer:
                     self._tick()
                     next_tick = now + TICK_SECONDS
                 work: list[tuple[socket.socket, int, str, str, Any, tuple[Any, ...]]] = []
-                for key, _ in self._sel.select(max(0.0, next_tick - time.monotonic())):
+                timeout = max(0.0, next_tick - time.monotonic())
+                unsettled = self.service.committer.unsettled
+                events = self._sel.select(min(timeout, SETTLE_IDLE) if unsettled else timeout)
+                if not events and unsettled:
+                    self.service.committer.settle()  # idle: the head file drops the pending half
+                    events = self._sel.select(max(0.0, next_tick - time.monotonic()))
+                for key, _ in events:
                     if key.data is None:
                         self._accept()
                     else:
