@@ -13,7 +13,10 @@ from tests.fs.mounts import Mount
 def helpers(pid: int) -> list[int]:
     out = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        children = (task / "children").read_text().split()
+        try:
+            children = (task / "children").read_text().split()
+        except FileNotFoundError:  # a thread of the daemon that ended meanwhile
+            continue
         out += [int(c) for c in children]
     return out
 

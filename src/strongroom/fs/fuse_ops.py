@@ -62,10 +62,25 @@ _MKNOD_TYPES = frozenset({stat.S_IFREG, stat.S_IFIFO, stat.S_IFSOCK, stat.S_IFCH
 _HIDDEN = re.compile(r"\.fuse_hidden[0-9a-f]{16}")
 
 
+_SYS_FCHMODAT2 = 452  # Linux 6.6+, x86-64 and arm64 alike
+_AT_FDCWD_ = -100
+_AT_SYMLINK_NOFOLLOW_ = 0x100
+_fchmodat2: Any = ctypes.PyDLL(None, use_errno=True).syscall  # microseconds: holds the GIL (see utimensat)
+_has_fchmodat2 = True
+
+
 def _chmod_nofollow(lower: str, mode: int) -> None:
-    """chmod of the lower entry itself, never of what a symlink there points to (Linux has no
-    lchmod): the entry is pinned by an O_PATH descriptor and changed through it; a symlink
-    answers ELOOP."""
+    """chmod of the lower entry itself, never of what a symlink there points to: fchmodat2 with
+    AT_SYMLINK_NOFOLLOW (a symlink answers EOPNOTSUPP, as on ext4), or on older kernels the
+    entry pinned by an O_PATH descriptor and changed through it (a symlink answers ELOOP)."""
+    global _has_fchmodat2
+    if _has_fchmodat2:
+        if _fchmodat2(_SYS_FCHMODAT2, _AT_FDCWD_, os.fsencode(lower), mode, _AT_SYMLINK_NOFOLLOW_) == 0:
+            return
+        err = ctypes.get_errno()
+        if err != errno.ENOSYS:
+            raise _err(err)
+        _has_fchmodat2 = False
     fd = os.open(lower, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         if stat.S_ISLNK(os.fstat(fd).st_mode):
