@@ -1,12 +1,13 @@
 """Small-file A/B of two builds of the daemon: this checkout against another one's sources
 (e.g. the previous commit in a git worktree), with gocryptfs beside them, interleaved.
 
-tar x, ls -lR (cold) and rm -rf of a generated tree; wall time and the daemon's CPU time
-(user + system, from /proc) for each; medians over rounds, and each one's ratio to gocryptfs.
+tar x, chmod -R, ls -lR (cold) and rm -rf of a generated tree; wall time and the daemon's CPU
+time (user + system, from /proc) for each; medians over rounds, and each one's ratio to gocryptfs.
+``--base`` may be given more than once (several earlier builds side by side).
 
     git worktree add /tmp/base HEAD~1
     (cd src && cp --parents strongroom/rng/libsrrng.so strongroom/fs/libsrblocks.so strongroom/fs/libsrproc.so /tmp/base/src)
-    .venv/bin/python bench/fs_small_pair.py --base /tmp/base/src --files 1500 3
+    .venv/bin/python bench/fs_small_pair.py --base /tmp/base/src --files 4310 4
 """
 
 from __future__ import annotations
@@ -30,30 +31,31 @@ def cpu_seconds(pid: int | None) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("rounds", type=int, nargs="?", default=3)
-    ap.add_argument("--base", required=True, help="the other build's src directory (put first on PYTHONPATH)")
+    ap.add_argument("--base", action="append", required=True, help="another build's src directory (put first on PYTHONPATH)")
     ap.add_argument("--files", type=int, default=1500)
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(dir="/var/tmp"))
     tree = root / "tree.tar"
     make_tree_tar(tree, args.files)
-    systems: list[System] = [
-        Gocryptfs(root / "g"), Strongroom(root / "base", "base", args.base), Strongroom(root / "this", "this", None)
-    ]
-    ops = ("tar x", "ls -lR", "rm -rf")
+    systems: list[System] = [Gocryptfs(root / "g")]
+    systems += [Strongroom(root / f"base{i}", f"base {src}", src) for i, src in enumerate(args.base)]
+    systems.append(Strongroom(root / "this", "this", None))
+    ops = ("tar x", "chmod -R", "ls -lR", "rm -rf")
     wall: dict[str, dict[str, list[float]]] = {s.name: {op: [] for op in ops} for s in systems}
     cpu: dict[str, dict[str, list[float]]] = {s.name: {op: [] for op in ops} for s in systems}
     for r in range(args.rounds):
-        for s in systems if r % 2 == 0 else systems[::-1]:
+        for s in systems[r % len(systems) :] + systems[: r % len(systems)]:  # each goes first in turn
             s.setup(True)
             try:
                 pid = s.pid()
                 cmds = {
                     "tar x": ["tar", "xf", str(tree), "-C", str(s.mnt)],
+                    "chmod -R": ["chmod", "-R", "go-w", str(s.mnt / "tree")],
                     "ls -lR": ["ls", "-lR", str(s.mnt / "tree")],
                     "rm -rf": ["rm", "-rf", str(s.mnt / "tree")],
                 }
                 for op in ops:
-                    if op != "rm -rf":  # rm -rf follows the listing, as in the full bench
+                    if op in ("tar x", "ls -lR"):  # rm -rf follows the listing, as in the full bench
                         drop_caches()
                     before = cpu_seconds(pid)
                     wall[s.name][op].append(_timed(cmds[op]))
