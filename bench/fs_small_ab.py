@@ -1,4 +1,4 @@
-"""Small-file A/B: gocryptfs, Strongroom, and Strongroom with names-only listings, interleaved.
+"""Small-file A/B: gocryptfs and Strongroom, interleaved.
 
 The bench's 4,310-file tree: tar x, ls -lR (cold), rm -rf; medians over rounds and each one's
 ratio to gocryptfs.  Rounds alternate the systems' order, since this machine's speed drifts.
@@ -17,23 +17,12 @@ from pathlib import Path
 from strongroom.bench.fs import Gocryptfs, Strongroom, System, _timed, drop_caches, make_tree_tar
 
 
-class NamesOnlyListings(Strongroom):
-    name = "strongroom (names-only listings)"
-
-    def setup(self, aesni: bool) -> None:
-        os.environ["STRONGROOM_FS_NO_READDIRPLUS"] = "1"
-        try:
-            super().setup(aesni)
-        finally:
-            del os.environ["STRONGROOM_FS_NO_READDIRPLUS"]
-
-
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     root = Path(tempfile.mkdtemp(dir="/var/tmp"))
     tree = root / "tree.tar"
     make_tree_tar(tree, 4310)
-    systems: list[System] = [Gocryptfs(root / "g"), Strongroom(root / "s"), NamesOnlyListings(root / "n")]
+    systems: list[System] = [Gocryptfs(root / "g"), Strongroom(root / "s")]
     times: dict[str, dict[str, list[float]]] = {s.name: {"tar x": [], "ls -lR": [], "rm -rf": []} for s in systems}
     for r in range(rounds):
         for s in systems if r % 2 == 0 else systems[::-1]:

@@ -39,7 +39,6 @@ def test_helpers_under_address_and_undefined_behaviour_sanitizers(tmp_path: Path
         UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1",
         STRONGROOM_TEST_SANITIZED_DIR=str(tmp_path),
     )
-    env.pop("STRONGROOM_NO_NATIVE", None)
     r = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "tests.sanitized", "-p", "no:cacheprovider", "-p", "no:xdist", *TESTS],
         cwd=ROOT,

@@ -134,17 +134,3 @@ def test_the_writer_socket_is_private_to_the_server_user(tmp_path: Path) -> None
         assert not os.path.exists(os.path.dirname(path)), "the socket's directory is removed at stop"
     finally:
         d.close()
-
-
-def test_without_the_writer_the_hot_routes_commit_in_the_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STRONGROOM_NO_WRITER", "1")
-    d = Deployment(tmp_path, None)
-    try:
-        s = d.start(workers=2)
-        assert _role_pids(s, "writer") == []
-        c = d.register()
-        assert c.put("k", b"v", max_retrievals=1) == 1
-        assert c.get("k") == b"v"
-        assert len(c.entropy(1000)) == 1000
-    finally:
-        d.close()

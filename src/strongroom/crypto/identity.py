@@ -6,7 +6,6 @@ import base64
 import ctypes
 import ctypes.util
 import functools
-import os
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -56,14 +55,12 @@ class Identity:
 
 @functools.lru_cache(maxsize=1)
 def _sodium() -> ctypes.CDLL | None:
-    """The OS's libsodium (Debian's libsodium23), when present and not turned off.
+    """The OS's libsodium (Debian's libsodium23), when present (pyca/cryptography otherwise).
 
     The server verifies an Ed25519 signature on every request: OpenSSL 3.0 takes ~170 µs per
     verification on this project's machines, libsodium ~90 µs, and ctypes releases the GIL for it.
     Both implement RFC 8032; libsodium is the stricter of the two (it also refuses small-order
     public keys and non-canonical encodings)."""
-    if os.environ.get("STRONGROOM_NO_SODIUM") == "1":
-        return None
     name = ctypes.util.find_library("sodium")
     if name is None:
         return None

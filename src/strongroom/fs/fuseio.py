@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ KILLPRIV_V2_MINOR = 33  # protocol 7.33 (Linux 5.11) added FUSE_HANDLE_KILLPRIV_
 
 @functools.lru_cache(maxsize=1)
 def _lib() -> Any:
-    if os.environ.get("STRONGROOM_NO_NATIVE") == "1" or not LIBRARY.exists():
+    if not LIBRARY.exists():
         return None
     try:
         # PyDLL: these are called holding the GIL (they take nanoseconds; a CDLL call would drop

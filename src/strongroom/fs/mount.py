@@ -526,8 +526,6 @@ def run(
     ops.links = HardLinkNames()
     ops.mountpoint = os.path.realpath(mountpoint)
     ops.attr_timeout = attr_timeout
-    if os.environ.get("STRONGROOM_FS_NO_READDIRPLUS") == "1":  # names-only listings, for A/B runs
-        ops.plus_listings = False
     # Every mount watches for rules, so rules added to a live mount that had none are enforced;
     # a volume that has rules (the config's record) mounts only with rules at least that new.
     try:

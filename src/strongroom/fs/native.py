@@ -1,7 +1,7 @@
 """The compiled block loop (blockcrypt.c -> libsrblocks.so, built by scripts/install.sh against
 the OS's libcrypto): seals and opens a whole request of 4 KiB blocks in one call, with the GIL
 released.  Without the build, content.FileCipher runs the same format through pyca/cryptography
-one block at a time (slower, identical bytes); ``STRONGROOM_NO_NATIVE=1`` forces that path.
+one block at a time (slower, identical bytes: the tests hold the two to each other).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ class BadBlock(Exception):
 
 @functools.lru_cache(maxsize=1)
 def lib() -> ctypes.CDLL | None:
-    if os.environ.get("STRONGROOM_NO_NATIVE") == "1" or not LIBRARY.exists():
+    if not LIBRARY.exists():
         return None
     try:
         so = ctypes.CDLL(str(LIBRARY), use_errno=True)

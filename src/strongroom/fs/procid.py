@@ -21,7 +21,7 @@ FIELDS = 9
 
 @functools.lru_cache(maxsize=1)
 def _lib() -> ctypes.CDLL | None:
-    if os.environ.get("STRONGROOM_NO_NATIVE") == "1" or not LIBRARY.exists():
+    if not LIBRARY.exists():
         return None
     try:
         so = ctypes.CDLL(str(LIBRARY))

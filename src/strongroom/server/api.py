@@ -6,7 +6,6 @@ import asyncio
 import base64
 import contextlib
 import logging
-import os
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future
@@ -237,8 +236,8 @@ class MetricsMiddleware:
             series[1].observe(time.perf_counter() - start)
 
 
-def create_app(service: Service, agent: NodeAgent | None = None, link: WriterLink | None = None) -> ASGIApp:
-    """The API; with ``link``, the hot routes' actions run in the server's writer process."""
+def create_app(service: Service, link: WriterLink, agent: NodeAgent | None = None) -> ASGIApp:
+    """The API; the hot routes' actions run in the server's writer process through ``link``."""
     limit = service.config.deposit_limit * 4 // 3 + 65536
     metrics = Metrics()
 
@@ -321,7 +320,7 @@ def create_app(service: Service, agent: NodeAgent | None = None, link: WriterLin
         metrics.sealed.set(1 if service.barrier.sealed else 0)
         local = service.committer.stats
         batches, actions, seconds = float(local.batches), float(local.actions), local.seconds
-        remote = await link.stats() if link is not None else None
+        remote = await link.stats()
         if remote is not None:  # the writer process runs the hot routes' batches
             batches, actions, seconds = batches + remote["batches"], actions + remote["actions"], seconds + remote["seconds"]
         metrics.batches.set(batches)
@@ -462,16 +461,13 @@ def create_app(service: Service, agent: NodeAgent | None = None, link: WriterLin
     # The plain-ASGI layers sit in front of the FastAPI app, not inside its middleware stack, so
     # the hot routes skip FastAPI's own layers (error, telemetry and body-limit middleware), each
     # of which wrapped every response message.
-    front: ASGIApp = app
-    if os.environ.get("STRONGROOM_NO_HOTPATH") != "1":  # "1": everything through FastAPI (for A/B runs)
-        front = HotPath(
-            front,
-            service=service,
-            bounded=_bounded,
-            put_model=PutRequest,
-            register_model=RegisterRequest,
-            routes=hot_routes,
-            error=_error,
-            link=link,
-        )
+    front = HotPath(
+        app,
+        service=service,
+        put_model=PutRequest,
+        register_model=RegisterRequest,
+        routes=hot_routes,
+        error=_error,
+        link=link,
+    )
     return MetricsMiddleware(BodyLimit(front, limit=limit), metrics=metrics)

@@ -35,7 +35,6 @@ REGISTER = "/v1/register"
 MAX_VERSION = 2**31 - 1
 _AUTH = tuple(h.encode() for h in (reqsig.HEADER_CLIENT, reqsig.HEADER_TIME, reqsig.HEADER_NONCE, reqsig.HEADER_SIG))
 
-Bounded = Callable[[Any], Awaitable[Any]]
 
 
 def deposit_bytes(data_b64: str, limit: int) -> bytes:
@@ -76,17 +75,15 @@ class HotPath:
         self,
         app: ASGIApp,
         service: Service,
-        bounded: Bounded,
         put_model: Any,
         register_model: Any,
         routes: dict[str, Any],
         error: Callable[[int, str, str], Any],
-        link: WriterLink | None = None,
+        link: WriterLink,
     ) -> None:
         self.app = app
         self.service = service
-        self.link = link  # the writer process, when the server runs one; else this process's group commit
-        self.bounded = bounded
+        self.link = link  # the writer process runs every hot route's action
         self.put_model = put_model
         self.register_model = register_model
         self.routes = routes  # route template -> the FastAPI route, for the metrics label
@@ -162,11 +159,7 @@ class HotPath:
         service, link = self.service, self.link
 
         async def run() -> dict[str, Any]:
-            out: dict[str, Any]
-            if link is not None:
-                out = await link.call("get", req.raw_path, service.verify_signature(req), (name, owner, version))
-            else:
-                out = await self.bounded(service.signed_future(req, lambda ctx: service.get(ctx, name, owner, version)))
+            out: dict[str, Any] = await link.call("get", req.raw_path, service.verify_signature(req), (name, owner, version))
             out["data"] = base64.b64encode(out["data"]).decode()
             return out
 
@@ -186,12 +179,8 @@ class HotPath:
         async def run() -> dict[str, Any]:
             data = deposit_bytes(model.data, service.config.deposit_limit)
             policy = model.policy.to_policy() if model.policy is not None else None
-            result: dict[str, Any]
-            if link is not None:
-                p = None if policy is None else (policy.readers, policy.expires_at, policy.not_before, policy.max_retrievals)
-                result = await link.call("put", req.raw_path, service.verify_signature(req), (name, data, p))
-            else:
-                result = await self.bounded(service.signed_future(req, lambda ctx: service.put(ctx, name, data, policy)))
+            p = None if policy is None else (policy.readers, policy.expires_at, policy.not_before, policy.max_retrievals)
+            result: dict[str, Any] = await link.call("put", req.raw_path, service.verify_signature(req), (name, data, p))
             return result
 
         await self._answer(scope, send, "/v1/deposits/{name}:PUT", 201, run)
@@ -205,11 +194,8 @@ class HotPath:
         service, link = self.service, self.link
 
         async def run() -> bytes:
-            if link is not None:
-                await link.call("auth", req.raw_path, service.verify_signature(req), ())  # nonce recorded
-                return service.entropy_mixer.random(n)
-            data: bytes = await self.bounded(service.signed_future(req, lambda ctx: service.entropy(ctx, n)))
-            return data
+            await link.call("auth", req.raw_path, service.verify_signature(req), ())  # nonce recorded
+            return service.entropy_mixer.random(n)
 
         await self._answer(scope, send, "/v1/entropy:GET", 200, run)
 
@@ -225,14 +211,9 @@ class HotPath:
         service, link = self.service, self.link
 
         async def run() -> dict[str, Any]:
-            if link is None:
-                out: dict[str, Any] = await self.bounded(
-                    service.register_future(model.org, model.auth_secret, model.name, model.public_key, source)
-                )
-                return out
             pub = service.register_check(model.org, model.name, model.public_key, source)
             digest = secret_hash(model.auth_secret)
-            out = await link.call("register", REGISTER, ("", "", 0), (model.org, digest, model.name, pub, source))
+            out: dict[str, Any] = await link.call("register", REGISTER, ("", "", 0), (model.org, digest, model.name, pub, source))
             return out
 
         await self._answer(scope, send, "/v1/register:POST", 201, run)

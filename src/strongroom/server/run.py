@@ -84,7 +84,7 @@ def _make_server_class() -> type:
     return Server
 
 
-def _worker(sock: socket.socket, data: DataDir, unseal_key: bytes | None, log_level: str, writer_path: str | None) -> None:
+def _worker(sock: socket.socket, data: DataDir, unseal_key: bytes | None, log_level: str, writer_path: str) -> None:
     import uvicorn
 
     from strongroom.server.api import REQUEST_TIMEOUT, create_app
@@ -94,8 +94,8 @@ def _worker(sock: socket.socket, data: DataDir, unseal_key: bytes | None, log_le
     from strongroom.server.writer import frame_limit
     from strongroom.server.writerlink import WriterLink
 
-    # The event loop and this worker's own group-commit thread (routes other than the hot ones,
-    # or all of them under STRONGROOM_NO_WRITER) hand the GIL back and forth; the default 5 ms
+    # The event loop and this worker's own group-commit thread (the routes other than the hot
+    # ones) hand the GIL back and forth; the default 5 ms
     # switch interval turned each handoff into a latency spike.
     sys.setswitchinterval(0.0005)
     config = data.load_config()
@@ -105,8 +105,8 @@ def _worker(sock: socket.socket, data: DataDir, unseal_key: bytes | None, log_le
         with store.read() as tx:
             bar.unseal(tx, unseal_key, int(storage.get_meta(tx, "seal_epoch") or "1"))
     service = Service(store, bar, data, config)
-    link = WriterLink(writer_path, REQUEST_TIMEOUT, frame_limit(config.deposit_limit)) if writer_path else None
-    app = create_app(service, NodeAgent(store, bar, data.node_key()), link)
+    link = WriterLink(writer_path, REQUEST_TIMEOUT, frame_limit(config.deposit_limit))
+    app = create_app(service, link, NodeAgent(store, bar, data.node_key()))
     uconfig = uvicorn.Config(
         app,
         log_level=log_level,
@@ -146,8 +146,7 @@ def serve(data: DataDir, listen: str, workers: int, unseal_key: bytes | None, lo
     """Bind, start the writer process and the workers, restart any that dies, stop them all on SIGTERM.
 
     On stop the workers go first (they finish the requests in flight, which need the writer),
-    then the writer.  ``STRONGROOM_NO_WRITER=1`` runs each worker's hot routes in its own group
-    commit instead (for A/B measurements).
+    then the writer.
     """
     from strongroom.server import writer
 
@@ -159,7 +158,7 @@ def serve(data: DataDir, listen: str, workers: int, unseal_key: bytes | None, lo
     except StorageUnavailable as e:  # serve anyway: requests answer 503 until the database is back
         print(f"strongroom: warning: could not check the database schema at start ({e})", file=sys.stderr)
     sock = bind(listen)
-    listener, writer_path = _writer_socket() if os.environ.get("STRONGROOM_NO_WRITER") != "1" else (None, None)
+    listener, writer_path = _writer_socket()
     children: dict[int, tuple[str, float]] = {}
     stopping = False
 
@@ -176,12 +175,10 @@ def serve(data: DataDir, listen: str, workers: int, unseal_key: bytes | None, lo
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 _name_process(f"sr-{role}")
                 if role == "writer":
-                    assert listener is not None
                     sock.close()
                     writer.main(listener, data, unseal_key)
                 else:
-                    if listener is not None:
-                        listener.close()
+                    listener.close()
                     _worker(sock, data, unseal_key, log_level, writer_path)
             except BaseException as e:  # noqa: BLE001 - report and leave; the parent restarts us
                 print(f"strongroom {role} {os.getpid()}: {type(e).__name__}: {e}", file=sys.stderr)
@@ -207,8 +204,7 @@ def serve(data: DataDir, listen: str, workers: int, unseal_key: bytes | None, lo
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    if listener is not None:
-        spawn("writer")
+    spawn("writer")
     for _ in range(workers):
         spawn("worker")
     host, port = parse_listen(listen)
@@ -233,10 +229,9 @@ def serve(data: DataDir, listen: str, workers: int, unseal_key: bytes | None, lo
             time.sleep(1)  # a process that dies at once should not spin the CPU
         spawn(role)
     sock.close()
-    if listener is not None and writer_path is not None:
-        listener.close()
-        os.unlink(writer_path)
-        os.rmdir(os.path.dirname(writer_path))
+    listener.close()
+    os.unlink(writer_path)
+    os.rmdir(os.path.dirname(writer_path))
     return 0
 
 
