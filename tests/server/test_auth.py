@@ -169,7 +169,7 @@ def test_replay_table_of_an_earlier_version_is_upgraded_without_losing_a_nonce(d
     s.stop()
     store = storage.Store(deployment.db_url)
     try:
-        with store.read() as tx:  # the old schema, holding the request above as seen
+        with store.exclusive() as tx:  # the old schema, holding the request above as seen
             tx.run("DROP TABLE seen_nonces")
             tx.run("DROP TABLE registration_failures")  # an earlier version had neither
             tx.run(
@@ -194,7 +194,7 @@ def test_replay_table_of_an_earlier_version_is_upgraded_without_losing_a_nonce(d
     assert http.post(s2.url + "/v1/register", json=body).status_code == 401  # counted in the new table
     store = storage.Store(deployment.db_url)
     try:
-        with store.read() as tx:
+        with store.exclusive() as tx:
             assert tx.value("SELECT COUNT(*) FROM seen_nonces") >= 2
             assert tx.value("SELECT COUNT(*) FROM registration_failures") == 1
         from sqlalchemy import inspect

@@ -77,7 +77,7 @@ def test_committer_answers_only_after_the_head_is_durable(
     init_server(data, PASSPHRASE)
     store = storage.Store(data.load_config().db_url)
     bar = barrier.Barrier()
-    with store.read() as tx:
+    with store.exclusive() as tx:
         bar.unseal(tx, barrier.derive_unseal_key(tx, PASSPHRASE), int(storage.get_meta(tx, "seal_epoch") or "1"))
     head = data.head_file
     assert head.covered_by(store.database_file)  # tmp_path: a local filesystem with O_DIRECT
@@ -133,7 +133,7 @@ def test_committer_answers_only_after_the_head_is_durable(
 
 
 def _truncate_to(store: storage.Store, last: int) -> None:
-    with store.read() as tx:
+    with store.exclusive() as tx:
         keep = tx.one("SELECT seq, mac FROM audit WHERE seq = ?", last)
         tx.run("DELETE FROM audit WHERE seq > ?", last)
         tx.run("UPDATE audit_head SET seq = ?, mac = ?", *keep)

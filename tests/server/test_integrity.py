@@ -25,7 +25,7 @@ def test_swapped_or_edited_deposit_rows_do_not_decrypt(running: Deployment) -> N
     a.put("ka", b"alpha secret")
     b.put("kb", b"bravo secret")
     store = _rows(running)
-    with store.read() as tx:
+    with store.exclusive() as tx:
         rows = {
             r[0]: (bytes(r[1]), bytes(r[2])) for r in tx.all("SELECT deposit_id, ciphertext, wrapped_key FROM deposit_versions")
         }
@@ -34,16 +34,16 @@ def test_swapped_or_edited_deposit_rows_do_not_decrypt(running: Deployment) -> N
         tx.run("UPDATE deposit_versions SET ciphertext = ?, wrapped_key = ? WHERE deposit_id = ?", *rows[idb], ida)
     with pytest.raises(IntegrityError):
         a.get("ka")
-    with store.read() as tx:  # flip one ciphertext bit of b's deposit
+    with store.exclusive() as tx:  # flip one ciphertext bit of b's deposit
         ct = bytearray(rows[idb][0])
         ct[20] ^= 1
         tx.run("UPDATE deposit_versions SET ciphertext = ? WHERE deposit_id = ?", bytes(ct), idb)
     with pytest.raises(IntegrityError):
         b.get("kb")
-    with store.read() as tx:  # restore b, then hand b's deposit to a by editing the owner column
+    with store.exclusive() as tx:  # restore b, then hand b's deposit to a by editing the owner column
         tx.run("UPDATE deposit_versions SET ciphertext = ? WHERE deposit_id = ?", rows[idb][0], idb)
     assert b.get("kb") == b"bravo secret"
-    with store.read() as tx:
+    with store.exclusive() as tx:
         tx.run("UPDATE deposits SET owner_id = ?, name = 'stolen' WHERE id = ?", a.client_id, idb)
     with pytest.raises(IntegrityError):
         a.get("stolen")
@@ -66,7 +66,7 @@ def _setup_log(d: Deployment) -> None:
 def test_audit_edit_detected(running: Deployment) -> None:
     _setup_log(running)
     store = _rows(running)
-    with store.read() as tx:
+    with store.exclusive() as tx:
         tx.run("UPDATE audit SET detail = ? WHERE seq = 4", '{"bytes":1,"version":9}')
     store.dispose()
     code, out = _verify(running)
@@ -76,7 +76,7 @@ def test_audit_edit_detected(running: Deployment) -> None:
 def test_audit_removal_detected(running: Deployment) -> None:
     _setup_log(running)
     store = _rows(running)
-    with store.read() as tx:
+    with store.exclusive() as tx:
         tx.run("DELETE FROM audit WHERE seq = 3")
     store.dispose()
     code, out = _verify(running)
@@ -87,7 +87,7 @@ def test_audit_reorder_detected(running: Deployment) -> None:
     _setup_log(running)
     store = _rows(running)
     cols = "ts, actor, action, target, outcome, detail, mac"
-    with store.read() as tx:
+    with store.exclusive() as tx:
         r3, r4 = (tx.one(f"SELECT {cols} FROM audit WHERE seq = ?", s) for s in (3, 4))
         update = "UPDATE audit SET ts = ?, actor = ?, action = ?, target = ?, outcome = ?, detail = ?, mac = ? WHERE seq = ?"
         tx.run(update, *r4, 3)
@@ -103,7 +103,7 @@ def test_audit_truncation_detected_by_data_dir_head(running: Deployment, cut: in
     _setup_log(running)
     running.servers[0].stop()
     store = _rows(running)
-    with store.read() as tx:
+    with store.exclusive() as tx:
         last = tx.value("SELECT seq FROM audit_head")
         keep = tx.one("SELECT seq, mac FROM audit WHERE seq = ?", last - cut)
         tx.run("DELETE FROM audit WHERE seq > ?", last - cut)

@@ -114,14 +114,14 @@ def test_rotation_rewraps_keys_not_ciphertext(deployment: Deployment) -> None:
         c.put(f"k{i}", f"value {i} v2".encode())
     store = storage.Store(deployment.db_url)
     versions = "SELECT deposit_id, version, ciphertext, wrapped_key FROM deposit_versions"
-    with store.read() as tx:
+    with store.exclusive() as tx:
         unseal = barrier.derive_unseal_key(tx, PASSPHRASE)
         old_master = aead.unwrap_key(unseal, bytes(tx.value("SELECT wrapped FROM master_keys")), barrier.master_aad(1))
         before = {(r[0], r[1]): (bytes(r[2]), bytes(r[3])) for r in tx.all(versions)}
     r = cli("server", "rotate-master-key", "--data", str(deployment.data.path), "--server", s1.url, "--json")
     assert r.returncode == 0, r.stderr
     assert b'"generation": 2' in r.stdout
-    with store.read() as tx:
+    with store.exclusive() as tx:
         after = {(r[0], r[1]): (bytes(r[2]), bytes(r[3])) for r in tx.all(versions)}
         gens = {r[0] for r in tx.all("SELECT generation FROM master_keys")}
         rows = tx.all(

@@ -42,7 +42,7 @@ class NodeAgent:
         return hmac.new(self._auth, b"strongroom node v1\0" + node_id.encode() + b"\0" + public, hashlib.sha256).digest()
 
     def join(self) -> None:
-        with self.store.read() as tx:
+        with self.store.exclusive() as tx:
             tx.run(
                 "INSERT INTO nodes (id, public_key, tag, heartbeat) VALUES (?, ?, ?, ?)",
                 self.node_id,
@@ -53,7 +53,7 @@ class NodeAgent:
 
     def leave(self) -> None:
         try:
-            with self.store.read() as tx:
+            with self.store.exclusive() as tx:
                 tx.run("DELETE FROM grants WHERE node_id = ?", self.node_id)
                 tx.run("DELETE FROM nodes WHERE id = ?", self.node_id)
         except Exception:  # noqa: BLE001 - leaving is best effort; stale rows expire anyway
@@ -62,7 +62,7 @@ class NodeAgent:
     def tick(self) -> None:
         """One round: heartbeat, follow the seal epoch and master generation, hand out grants."""
         now = time.time()
-        with self.store.read() as tx:
+        with self.store.exclusive() as tx:
             tx.run("UPDATE nodes SET heartbeat = ? WHERE id = ?", now, self.node_id)
             epoch = int(st.get_meta(tx, "seal_epoch") or "1")
             if not self.barrier.sealed and self.barrier.epoch != epoch:

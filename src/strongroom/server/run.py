@@ -49,7 +49,7 @@ def bind(listen: str) -> socket.socket:
 def derive_unseal_key(data: DataDir, passphrase: str) -> bytes:
     store = storage.Store(data.load_config().db_url)
     try:
-        with store.read() as tx:
+        with store.exclusive() as tx:
             return barrier_mod.derive_unseal_key(tx, passphrase)
     finally:
         store.dispose()
@@ -102,7 +102,7 @@ def _worker(sock: socket.socket, data: DataDir, unseal_key: bytes | None, log_le
     store = storage.Store(config.db_url)
     bar = barrier_mod.Barrier()
     if unseal_key is not None:
-        with store.read() as tx:
+        with store.exclusive() as tx:
             bar.unseal(tx, unseal_key, int(storage.get_meta(tx, "seal_epoch") or "1"))
     service = Service(store, bar, data, config)
     link = WriterLink(writer_path, REQUEST_TIMEOUT, frame_limit(config.deposit_limit))

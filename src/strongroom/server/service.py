@@ -660,7 +660,7 @@ class Service:
         return {"generation": gen}
 
     def after_rotation(self) -> None:
-        with self.store.read() as tx:
+        with self.store.exclusive() as tx:
             self.barrier.refresh(tx)
 
     def seal(self, ctx: Ctx) -> dict[str, Any]:
@@ -683,7 +683,7 @@ class Service:
             raise r.error from None
         except StorageUnavailable as e:
             raise Unavailable(f"database unavailable ({e})") from None
-        with self.store.read() as tx:
+        with self.store.exclusive() as tx:
             try:
                 unseal_key = barrier_mod.derive_unseal_key(tx, passphrase)
             except (barrier_mod.WrongPassphrase, ValueError):
@@ -702,7 +702,7 @@ class Service:
         if not self.barrier.sealed:
             self._action(lambda tx, aw: aw.append(client.id, "unseal", "", "ok", epoch=epoch, changed=False))
             return {"sealed": False, "changed": False}
-        with self.store.read() as tx:
+        with self.store.exclusive() as tx:
             assert unseal_key is not None
             self.barrier.unseal(tx, unseal_key, epoch)
 
@@ -719,7 +719,7 @@ class Service:
     def _hold_for_audit(self, actor: str, action: str, outcome: str, **detail: Any) -> None:
         """Keep a refusal made while sealed for the next unseal to chain (bounded)."""
         try:
-            with self.store.read() as tx:
+            with self.store.exclusive() as tx:
                 if tx.value("SELECT COUNT(*) FROM sealed_events") >= st.MAX_SEALED_EVENTS:
                     log.warning("while sealed, a refusal was not kept for the audit log (%d already held)", st.MAX_SEALED_EVENTS)
                     return

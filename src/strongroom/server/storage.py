@@ -410,7 +410,7 @@ class Store:
                     seen_nonces.create(self.engine, checkfirst=True)
                     if "nonces" in names:
                         # the old table kept (client, nonce, expires = timestamp + 600 s): lossless
-                        with self.read() as tx:
+                        with self.exclusive() as tx:
                             tx.run(
                                 "INSERT INTO seen_nonces (ts, nonce, client_id) "
                                 "SELECT CAST(expires AS BIGINT) - ?, nonce, client_id FROM nonces WHERE true "
@@ -481,7 +481,9 @@ class Store:
                     raw.close()
 
     @contextlib.contextmanager
-    def read(self) -> Iterator[Tx]:
+    def exclusive(self) -> Iterator[Tx]:
+        """A transaction that holds the writers' turn (SQLite: the lock file and BEGIN IMMEDIATE):
+        for writes outside an audited action, and reads that must not interleave with one."""
         with self.transaction() as tx:
             yield tx
 

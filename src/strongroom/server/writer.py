@@ -113,7 +113,7 @@ class Writer:
         self.store = st.Store(config.db_url, pinned=True)
         self.barrier = barrier_mod.Barrier()
         if unseal_key is not None:
-            with self.store.read() as tx:
+            with self.store.exclusive() as tx:
                 self.barrier.unseal(tx, unseal_key, int(st.get_meta(tx, "seal_epoch") or "1"))
         self.service = Service(self.store, self.barrier, data, config)
         self.agent = NodeAgent(self.store, self.barrier, data.node_key())
