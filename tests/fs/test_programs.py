@@ -153,3 +153,36 @@ def test_key_server_volume_mounts_until_the_host_is_revoked(tmp_path: Path) -> N
         if mount.mounted_at(tmp_path / "mnt") is not None:
             subprocess.run(["fusermount3", "-u", str(tmp_path / "mnt")])
         d.close()
+
+
+def test_key_server_volume_uses_the_servers_it_recorded_or_the_ones_given(tmp_path: Path) -> None:
+    """The volume records its deposit's servers: a mount fails over to them when the profile
+    names another; --server, given, is the one used (here a dead one: the mount is refused)."""
+    (tmp_path / "srv").mkdir()
+    d = Deployment(tmp_path / "srv", None)
+    try:
+        d.start()
+        d.register("fs-host")
+        profile = d.root / "profiles" / "fs-host"
+        vol, mnt = tmp_path / "vol", tmp_path / "mnt"
+        mnt.mkdir()
+        r = cli("fs", "init", str(vol), "--key-server", "--profile", str(profile), "--json")
+        assert r.returncode == 0, r.stderr
+        recorded = config.VolumeConfig.load(vol).sources("trustee")[0]["servers"]
+        assert recorded == [d.servers[0].url]
+        dead = "https://127.0.0.1:9"  # nothing listens on the discard port
+        doc = json.loads((profile / "profile.json").read_text())
+        doc["servers"] = [dead]  # the profile now names a server that is down
+        (profile / "profile.json").write_text(json.dumps(doc))
+        r = cli("fs", "mount", str(vol), str(mnt), "--profile", str(profile))
+        assert r.returncode == 0, r.stderr  # through the servers the volume recorded
+        (mnt / "x").write_text("reached")
+        assert cli("fs", "umount", str(mnt)).returncode == 0
+        r = cli("fs", "mount", str(vol), str(mnt), "--profile", str(profile), "--server", dead)
+        assert r.returncode != 0 and len(r.stderr.splitlines()) == 1 and mount.mounted_at(mnt) is None, r.stderr
+        r = cli("fs", "cat", str(vol / "x"), "--profile", str(profile), "--server", d.servers[0].url)
+        assert r.returncode == 0 and r.stdout == b"reached", r.stderr
+    finally:
+        if mount.mounted_at(tmp_path / "mnt") is not None:
+            subprocess.run(["fusermount3", "-u", str(tmp_path / "mnt")])
+        d.close()

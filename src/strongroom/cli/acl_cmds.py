@@ -35,11 +35,13 @@ def _volume_of(target: Path) -> Path:
     raise CliError(f"{target} is neither a Strongroom volume nor a mounted one", code=2)
 
 
-def _open_rules(target: Path, passphrase_file: Path | None, profile: Path | None) -> tuple[Path, bytes, Any]:
+def _open_rules(
+    target: Path, passphrase_file: Path | None, profile: Path | None, servers: tuple[str, ...]
+) -> tuple[Path, bytes, Any]:
     from strongroom.fs import acl as acl_mod
 
     volume = _volume_of(target)
-    keys = _volume_keys(volume, passphrase_file, profile)
+    keys = _volume_keys(volume, passphrase_file, profile, servers)
     try:
         rules = acl_mod.load_rules(volume, keys.rules_mac) or acl_mod.RuleSet()
     except acl_mod.AclError as e:
@@ -112,7 +114,7 @@ def acl_add(
         digest = acl_mod.sha256_file(real)
     elif len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest.lower()):
         raise CliError("--sha256 takes auto or 64 hex digits")
-    volume, key, rules = _open_rules(target, passphrase_file, profile)
+    volume, key, rules = _open_rules(target, passphrase_file, profile, servers)
     ids = [int(r.id[1:]) for r in rules.rules if r.id[1:].isdigit()]
     rule = acl_mod.Rule(
         id=f"r{max(ids, default=0) + 1}",
@@ -141,7 +143,7 @@ def acl_ls(target: Path, passphrase_file: Path | None, profile: Path | None, ser
     Example:
       strongroom acl ls /srv/vault
     """
-    _show(_open_rules(target, passphrase_file, profile)[2], as_json)
+    _show(_open_rules(target, passphrase_file, profile, servers)[2], as_json)
 
 
 @acl.command("rm")
@@ -161,7 +163,7 @@ def acl_rm(
     """
     from strongroom.fs import acl as acl_mod
 
-    volume, key, rules = _open_rules(target, passphrase_file, profile)
+    volume, key, rules = _open_rules(target, passphrase_file, profile, servers)
     kept = [r for r in rules.rules if r.id != rule_id]
     if len(kept) == len(rules.rules):
         raise CliError(f"no rule {rule_id}")
@@ -188,7 +190,7 @@ def acl_mode(
     """
     from strongroom.fs import acl as acl_mod
 
-    volume, key, rules = _open_rules(target, passphrase_file, profile)
+    volume, key, rules = _open_rules(target, passphrase_file, profile, servers)
     rules.mode = mode
     acl_mod.save_rules(volume, key, rules)
     _show(rules, as_json)
@@ -211,7 +213,7 @@ def acl_update(
     """
     from strongroom.fs import acl as acl_mod
 
-    volume, key, rules = _open_rules(target, passphrase_file, profile)
+    volume, key, rules = _open_rules(target, passphrase_file, profile, servers)
     changes = []
     for r in rules.rules:
         try:
@@ -254,8 +256,8 @@ def acl_learn(
 
     from strongroom.fs import acl as acl_mod
 
-    volume, key, rules = _open_rules(target, passphrase_file, profile)
-    keys = _volume_keys(volume, passphrase_file, profile)
+    volume, key, rules = _open_rules(target, passphrase_file, profile, servers)
+    keys = _volume_keys(volume, passphrase_file, profile, servers)
     log_path = acl_mod.learn_log_path(keys.volume_id)
     entries = [json.loads(line) for line in log_path.read_text().splitlines()] if log_path.exists() else []
     proposed = acl_mod.propose(entries)

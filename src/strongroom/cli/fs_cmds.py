@@ -162,11 +162,18 @@ class _Output:
             self.abort()
 
 
-def _volume_keys(volume: Path, passphrase_file: Path | None, profile: Path | None) -> Any:
+def _trustee_client(profile: Path | None, servers: tuple[str, ...], source: dict[str, Any]) -> Any:
+    """A client for a trustee key source: the servers given with --server, else the ones the
+    volume recorded for its deposit (failover across them), else the profile's."""
+    recorded = tuple(str(s) for s in source.get("servers") or () if isinstance(s, str))
+    return open_client(profile, servers or recorded)
+
+
+def _volume_keys(volume: Path, passphrase_file: Path | None, profile: Path | None, servers: tuple[str, ...]) -> Any:
     from strongroom.fs.volume import unlock
 
-    def client_factory(_source: dict[str, Any]) -> Any:
-        return open_client(profile)
+    def client_factory(source: dict[str, Any]) -> Any:
+        return _trustee_client(profile, servers, source)
 
     supplied = passphrase_file is not None or bool(os.environ.get("STRONGROOM_PASSPHRASE"))
     return unlock(
@@ -211,7 +218,7 @@ def fs_encrypt(
     """
     from strongroom.fs import standalone
 
-    vk = _volume_keys(volume, passphrase_file, profile) if volume is not None else None
+    vk = _volume_keys(volume, passphrase_file, profile, servers) if volume is not None else None
     pw = None if vk is not None else read_passphrase(passphrase_file, confirm=True, what="File passphrase")
     with _open_in(source) as src, _Output(out) as dst:
         if vk is not None:
@@ -253,7 +260,7 @@ def fs_decrypt(
         if env.key_source is None:
             if volume is None:
                 raise CliError("this file is keyed by a volume: pass --volume DIR")
-            vk = _volume_keys(volume, passphrase_file, profile)
+            vk = _volume_keys(volume, passphrase_file, profile, servers)
             if vk.volume_id != env.volume_id:
                 raise CliError(f"this file was not encrypted with the volume at {volume}")
             return standalone_keks(volume, vk)
@@ -325,8 +332,9 @@ def fs_mount(
         raise CliError(f"{volume} is already mounted at {where}")
     if not mountpoint.is_dir():
         raise CliError(f"{mountpoint} is not a directory")
-    keys = _volume_keys(volume, passphrase_file, profile)  # fails here, in the caller's terminal, if refused
-    report_to = (lambda: open_client(profile)) if cfg.sources("trustee") else None
+    keys = _volume_keys(volume, passphrase_file, profile, servers)  # fails here, in the caller's terminal, if refused
+    trustee = cfg.sources("trustee")
+    report_to = (lambda: _trustee_client(profile, servers, trustee[0])) if trustee else None
     if foreground:
         import logging
 
@@ -443,7 +451,7 @@ def fs_fsck(volume: Path, passphrase_file: Path | None, profile: Path | None, se
 
     try:
         cfg = VolumeConfig.load(volume)
-        keys = _volume_keys(volume, passphrase_file, profile)
+        keys = _volume_keys(volume, passphrase_file, profile, servers)
     except ConfigError as e:
         raise CliError(f"cannot check: {e}", code=2) from None
     except CliError as e:
@@ -503,7 +511,7 @@ def fs_cat(target: str, passphrase_file: Path | None, profile: Path | None, serv
         cfg = VolumeConfig.load(root)
     except ConfigError as e:
         raise CliError(str(e), code=2) from None
-    keys = _volume_keys(root, passphrase_file, profile)
+    keys = _volume_keys(root, passphrase_file, profile, servers)
     ops = VolumeOps(str(root), keys, cfg.long_name_max, True, cfg.derived_tweaks, cfg.holes, cfg.bound_xattrs)
     try:
         fh = ops.open(inner, os.O_RDONLY)
@@ -569,7 +577,7 @@ def fs_rotate(
 
     def source_key(source: dict[str, Any]) -> bytes:
         if source["type"] == "trustee":
-            client = open_client(profile)
+            client = _trustee_client(profile, servers, source)
             try:
                 owner = None if source["owner"] == client.client_id else source["owner"]
                 return bytes(client.get(source["deposit"], owner=owner))
@@ -627,7 +635,7 @@ def fs_reencrypt(
 
     if (where := mount.volume_mounted(volume)) is not None:
         raise CliError(f"{volume} is mounted at {where}: unmount it first")
-    keys = _volume_keys(volume, passphrase_file, profile)
+    keys = _volume_keys(volume, passphrase_file, profile, servers)
     total = sum(1 for _ in rotate.lower_entries(volume))
     with progress_bar("re-encrypting", total) as advance:
         result = reencrypt.reencrypt(volume, keys, advance)
