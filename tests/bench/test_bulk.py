@@ -5,7 +5,11 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
+
 from strongroom.bench import bulk
+
+pytestmark = pytest.mark.unit  # the fast tier: no root, FUSE, PostgreSQL or server process
 
 
 def test_tty_driver_answers_passphrase_prompts() -> None:

@@ -6,8 +6,12 @@ import os
 import stat
 from pathlib import Path
 
+import pytest
+
 from strongroom.client.profile import Profile
 from strongroom.crypto.identity import Identity
+
+pytestmark = pytest.mark.unit  # the fast tier: no root, FUSE, PostgreSQL or server process
 
 
 def _mode(p: Path) -> int:

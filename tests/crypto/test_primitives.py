@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from strongroom.crypto import aead, identity, kdf, reqsig, sealedbox
 from strongroom.crypto.identity import Identity, b64u, unb64u, verify
 
+pytestmark = pytest.mark.unit  # the fast tier: no root, FUSE, PostgreSQL or server process
+
 
 @given(st.binary(max_size=5000), st.binary(max_size=64))
 def test_seal_round_trip_and_any_flip_fails(data: bytes, aad: bytes) -> None:

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 from strongroom.fs import content, native, standalone
 
+pytestmark = pytest.mark.unit  # the fast tier: no root, FUSE, PostgreSQL or server process
+
 
 def test_the_compiled_loop_is_built() -> None:
     assert native.available(), "run scripts/install.sh: it builds src/strongroom/fs/libsrblocks.so"

@@ -14,6 +14,8 @@ import pytest
 from strongroom.fs import config, content, keys, names, native, standalone, xattrs
 from tests.fs import spec_decryptor as spec
 
+pytestmark = pytest.mark.unit  # the fast tier: no root, FUSE, PostgreSQL or server process
+
 V = json.loads(Path(__file__).with_name("vectors.json").read_text())
 
 

@@ -12,6 +12,8 @@ import pytest
 from strongroom.fs import mount
 from strongroom.fs.fuse_ops import BLKSIZE, VolumeOps
 
+pytestmark = pytest.mark.unit  # the fast tier: no root, FUSE, PostgreSQL or server process
+
 
 @pytest.mark.parametrize(
     "atime_ns, size",

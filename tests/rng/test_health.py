@@ -10,6 +10,8 @@ import pytest
 
 from strongroom.rng.health import HealthTests, apt_cutoff, rct_cutoff
 
+pytestmark = pytest.mark.unit  # the fast tier: no root, FUSE, PostgreSQL or server process
+
 
 def test_repetition_cutoff_matches_sp800_90b() -> None:
     # SP 800-90B §4.4.1's example: H = 2 and alpha = 2^-20 give C = 11.

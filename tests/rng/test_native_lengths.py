@@ -14,6 +14,8 @@ import pytest
 from strongroom.fs import native as fs_native
 from strongroom.rng import native as rng_native
 
+pytestmark = pytest.mark.unit  # the fast tier: no root, FUSE, PostgreSQL or server process
+
 KEY, FILE_ID = os.urandom(32), os.urandom(16)
 
 

@@ -21,15 +21,21 @@ from strongroom.server.datadir import DataDir
 from strongroom.server.headfile import HeadFile, Mirror
 from strongroom.server.setup import init_server
 
+pytestmark = pytest.mark.unit  # the fast tier: no root, FUSE, PostgreSQL or server process
+
 PASSPHRASE = "correct horse battery staple"
 
 
-def _watch_flushes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bytes]]:
+def _watch_flushes(monkeypatch: pytest.MonkeyPatch, path: Path) -> list[tuple[int, bytes]]:
+    """The flushes of ``path`` from now on (another test's committer thread may still settle its
+    own head file meanwhile)."""
     flushed: list[tuple[int, bytes]] = []
     real = os.fdatasync
 
     def watch(fd: int) -> None:
-        flushed.append((os.fstat(fd).st_ino, Path(os.readlink(f"/proc/self/fd/{fd}")).read_bytes()))
+        name = os.readlink(f"/proc/self/fd/{fd}")
+        if name == str(path):
+            flushed.append((os.fstat(fd).st_ino, Path(name).read_bytes()))
         real(fd)
 
     monkeypatch.setattr(os, "fdatasync", watch)
@@ -38,7 +44,7 @@ def _watch_flushes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bytes]]:
 
 def test_every_advance_is_flushed_before_it_returns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     head = HeadFile(tmp_path / "audit.head")
-    flushed = _watch_flushes(monkeypatch)
+    flushed = _watch_flushes(monkeypatch, tmp_path / "audit.head")
     head.advance(1, b"\x01" * 32)
     head.advance(2, b"\x02" * 32)
     head.advance(1, b"\x03" * 32)  # never moved back: nothing written, nothing to flush
@@ -52,7 +58,7 @@ def test_pending_line_then_settled(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     head = HeadFile(tmp_path / "audit.head")
     a, b, c = (1, b"\x01" * 32), (4, b"\x04" * 32), (6, b"\x06" * 32)
     head.advance(*a)
-    flushed = _watch_flushes(monkeypatch)
+    flushed = _watch_flushes(monkeypatch, tmp_path / "audit.head")
     head.begin(a, b)
     assert head.read() == Mirror(4, b[1], a) and flushed == []
     head.sync()

@@ -152,7 +152,15 @@ def new_client_id() -> str:
 
 
 class Service:
-    def __init__(self, store: st.Store, barrier: barrier_mod.Barrier, datadir: DataDir, config: ServerConfig) -> None:
+    def __init__(
+        self,
+        store: st.Store,
+        barrier: barrier_mod.Barrier,
+        datadir: DataDir,
+        config: ServerConfig,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.clock = clock  # Unix time: request windows, policy times, records (tests pass their own)
         self.store = store
         self.barrier = barrier
         self.datadir = datadir
@@ -223,7 +231,7 @@ class Service:
             raise Unauthorized("request is not signed (see docs/API.md, Authentication)")
         if not CLIENT_ID_RE.match(client_id) or not NONCE_RE.match(nonce) or not ts.isdigit() or len(ts) > 12:
             raise Unauthorized("malformed authentication headers")
-        if abs(time.time() - int(ts)) > reqsig.MAX_SKEW_SECONDS:
+        if abs(self.clock() - int(ts)) > reqsig.MAX_SKEW_SECONDS:
             raise Unauthorized("request timestamp is more than 5 minutes off the server's clock")
         try:
             signature = unb64u(sig)
@@ -297,7 +305,7 @@ class Service:
 
         def run(tx: Tx, aw: audit_mod.AuditWriter) -> dict[str, Any]:
             # Counted in the database: every worker and every server on it sees the same count.
-            now = time.time()
+            now = self.clock()
             failed = tx.one(
                 "SELECT COUNT(*) FROM registration_failures WHERE source = ? AND at > ?", addr, now - REGISTER_WINDOW_SECONDS
             )
@@ -321,7 +329,7 @@ class Service:
                         pub,
                         "client",
                         "active",
-                        time.time(),
+                        self.clock(),
                     )
             except INTEGRITY_ERRORS:
                 raise Conflict("this public key is already registered") from None
@@ -372,7 +380,7 @@ class Service:
             raise TooLarge(f"deposit is larger than the server's limit of {self.config.deposit_limit} bytes")
         tx, me = ctx.tx, ctx.client
         rows = self._policy_rows(tx, me, policy) if policy is not None else []
-        now = time.time()
+        now = self.clock()
         dep = self._find(tx, me.id, name)
         if dep is None:
             deposit_id = int(
@@ -437,7 +445,7 @@ class Service:
         if v < 1 or v > dep.latest_version:
             ctx.audit.append(me.id, "get", target, "denied", reason="no such version", version=v)
             raise Refused(NotFound(f"no version {v} of this deposit"))
-        now = time.time()
+        now = self.clock()
         if dep.not_before is not None and now < dep.not_before:
             ctx.audit.append(me.id, "get", target, "denied", reason="not yet retrievable")
             when = _utc(dep.not_before)
@@ -548,7 +556,7 @@ class Service:
         try:
             with ctx.tx.savepoint():
                 ctx.tx.run(
-                    "INSERT INTO orgs (name, secret_hash, created) VALUES (?, ?, ?)", name, secret_hash(secret), time.time()
+                    "INSERT INTO orgs (name, secret_hash, created) VALUES (?, ?, ?)", name, secret_hash(secret), self.clock()
                 )
         except INTEGRITY_ERRORS:
             raise Conflict(f"organization {name} exists") from None
@@ -725,7 +733,7 @@ class Service:
                     return
                 tx.run(
                     "INSERT INTO sealed_events (ts, actor, action, outcome, detail) VALUES (?, ?, ?, ?, ?)",
-                    time.time(),
+                    self.clock(),
                     actor,
                     action,
                     outcome,
