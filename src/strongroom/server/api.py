@@ -22,10 +22,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from strongroom.crypto import reqsig
+from strongroom.server.asgi import replay, request_message
 from strongroom.server.errors import ApiError, Unavailable
 from strongroom.server.hotpath import HotPath, deposit_bytes
 from strongroom.server.nodes import NodeAgent
-from strongroom.server.service import MAX_ENTROPY, Policy, Service, SignedRequest
+from strongroom.server.service import MAX_ENTROPY, MAX_OWNER_CHARS, MAX_VERSION, Policy, Service, SignedRequest
 from strongroom.server.writerlink import WriterLink
 
 log = logging.getLogger("strongroom.server.api")
@@ -142,7 +143,7 @@ class BodyLimit:
         while True:
             msg = await receive()
             if msg["type"] != "http.request":
-                await self.app(scope, _replay(msg), send)
+                await self.app(scope, replay(msg), send)
                 return
             body += msg.get("body", b"")
             if len(body) > self.limit:
@@ -150,22 +151,7 @@ class BodyLimit:
                 return
             if not msg.get("more_body", False):
                 break
-        await self.app(scope, _replay({"type": "http.request", "body": bytes(body), "more_body": False}, receive), send)
-
-
-def _replay(first: Message, then: Receive | None = None) -> Receive:
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return first
-        if then is None:
-            return {"type": "http.disconnect"}
-        return await then()
-
-    return receive
+        await self.app(scope, replay(request_message(bytes(body)), receive), send)
 
 
 class Metrics:
@@ -352,8 +338,8 @@ def create_app(service: Service, link: WriterLink, agent: NodeAgent | None = Non
     async def get_deposit(
         name: str,
         request: Request,
-        owner: str | None = Query(default=None, max_length=32),
-        version: int | None = Query(default=None, ge=1, le=2**31 - 1),
+        owner: str | None = Query(default=None, max_length=MAX_OWNER_CHARS),
+        version: int | None = Query(default=None, ge=1, le=MAX_VERSION),
     ) -> dict[str, Any]:
         out = await signed(request, lambda ctx: service.get(ctx, name, owner, version))
         out["data"] = base64.b64encode(out["data"]).decode()

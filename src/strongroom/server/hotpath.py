@@ -23,8 +23,9 @@ from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from strongroom.crypto import reqsig
+from strongroom.server.asgi import replay, request_message
 from strongroom.server.errors import ApiError, BadRequest, TooLarge
-from strongroom.server.service import MAX_ENTROPY, Service, SignedRequest, secret_hash
+from strongroom.server.service import MAX_ENTROPY, MAX_OWNER_CHARS, MAX_VERSION, Service, SignedRequest, secret_hash
 from strongroom.server.writerlink import WriterLink
 
 log = logging.getLogger("strongroom.server.api")
@@ -32,7 +33,6 @@ log = logging.getLogger("strongroom.server.api")
 DEPOSITS = "/v1/deposits/"
 ENTROPY = "/v1/entropy"
 REGISTER = "/v1/register"
-MAX_VERSION = 2**31 - 1
 _AUTH = tuple(h.encode() for h in (reqsig.HEADER_CLIENT, reqsig.HEADER_TIME, reqsig.HEADER_NONCE, reqsig.HEADER_SIG))
 
 
@@ -113,7 +113,7 @@ class HotPath:
         try:
             await handler(scope, body, send)
         except _PassOn:
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, replay(request_message(body), receive), send)
 
     def _signed(self, scope: Scope, body: bytes) -> SignedRequest:
         headers: dict[str, str] = {}
@@ -151,7 +151,7 @@ class HotPath:
     async def _get(self, scope: Scope, body: bytes, send: Send) -> None:
         q = _query(scope, {"owner", "version"})
         owner = q.get("owner")
-        if owner is not None and len(owner) > 32:
+        if owner is not None and len(owner) > MAX_OWNER_CHARS:
             raise _PassOn
         version = _int(q["version"], 1, MAX_VERSION) if "version" in q else None
         name = scope["path"][len(DEPOSITS) :]
@@ -245,19 +245,6 @@ async def _read_body(receive: Receive) -> bytes:
         if not msg.get("more_body", False):
             break
     return b"".join(parts)
-
-
-def _replay(body: bytes, then: Receive) -> Receive:
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await then()
-
-    return receive
 
 
 async def _no_body() -> Message:

@@ -51,6 +51,9 @@ CLIENT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
 CLIENT_ID_RE = re.compile(r"^c_[A-Za-z0-9_-]{16}$")
 NONCE_RE = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 MAX_ENTROPY = 65536
+# Bounds the API checks before anything else, on every path a request can take.
+MAX_VERSION = 2**31 - 1
+MAX_OWNER_CHARS = 32
 REGISTER_FAILURES_PER_MINUTE = 10
 REGISTER_WINDOW_SECONDS = 60
 
