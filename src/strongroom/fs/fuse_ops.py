@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from strongroom.fs import content, durable, names
+from strongroom.fs import blockrange, content, durable, names
 from strongroom.fs import xattrs as xattrs_mod
 from strongroom.fs.beneath import Beneath
 from strongroom.fs.config import CONFIG
@@ -1089,8 +1089,8 @@ class VolumeOps:
         if not len(data):
             return
         bs = content.BLOCK
-        end = offset + len(data)
-        first, last = offset // bs, (end - 1) // bs
+        plan = blockrange.plan_write(size, offset, len(data), bs)
+        first = plan.first
         if size:
             cipher = self._cipher(h, f)
             header = None
@@ -1098,25 +1098,23 @@ class VolumeOps:
             fresh = content.FileHeader.fresh()
             cipher, header = content.FileCipher(fresh), fresh.encode(self.keys.kek, self.keys.volume_id)
         pieces: list[tuple[int, memoryview]] = []  # (lower offset, sealed bytes)
-        old_last = (size - 1) // bs
-        if size % bs and first > old_last:  # the old last block, cut short, must become whole
+        if plan.pad_block is not None:  # the old last block, cut short, must become whole
             pad = self._scratch("pad", bs)[:bs]
-            got = self._open_blocks(h, cipher, old_last, old_last, pad, size)
+            got = self._open_blocks(h, cipher, plan.pad_block, plan.pad_block, pad, size)
             pad[got:] = content.ZERO_BLOCK[got:]
             sealed = self._scratch("padsealed", content.CBLOCK)
-            pieces.append((content.block_offset(old_last), sealed[: cipher.seal_into(old_last, pad, sealed)]))
-        if not (offset % bs == 0 and (end % bs == 0 or end >= size)):  # merge with surviving plaintext
-            region_end = max(end, min(size, (last + 1) * bs))
-            merged = self._scratch("merge", region_end - first * bs)[: region_end - first * bs]
-            head = offset - first * bs
-            read_head = head and first * bs < size  # the first block's head survives
-            if read_head:
+            pieces.append((content.block_offset(plan.pad_block), sealed[: cipher.seal_into(plan.pad_block, pad, sealed)]))
+        if plan.merge:  # with the surviving plaintext around it
+            n = plan.region_end - first * bs
+            merged = self._scratch("merge", n)[:n]
+            head = plan.head
+            if plan.read_head:
                 got = self._open_blocks(h, cipher, first, first, merged, size)
                 merged[got:head] = content.ZERO_BLOCK[got:head]  # past the old end: zeros
             elif head:
                 merged[:head] = content.ZERO_BLOCK[:head]
-            if end < region_end and not (last == first and read_head):  # the last block's tail survives
-                self._open_blocks(h, cipher, last, last, merged[(last - first) * bs :], size)
+            if plan.read_tail is not None:
+                self._open_blocks(h, cipher, plan.read_tail, plan.read_tail, merged[(plan.read_tail - first) * bs :], size)
             merged[head : head + len(data)] = data
             data = merged
         out = self._scratch("sealed", content.sealed_size(len(data)))
@@ -1190,8 +1188,7 @@ class VolumeOps:
                 self._grow(h, f, size, length)
             elif length < size:
                 cipher = self._cipher(h, f)
-                last = (length - 1) // content.BLOCK
-                keep = length - last * content.BLOCK
+                last, keep = blockrange.shrink_plan(length, content.BLOCK)
                 # the new last block is sealed again when it is cut short, or when it was a hole
                 # (a file's last block never is one)
                 if keep < content.BLOCK or self._is_hole(h, last, size):
