@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -358,26 +359,9 @@ def fs_mount(
         except mount.MountError as e:
             raise CliError(str(e)) from None
         return
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid:
-        os.close(write_end)
-        with os.fdopen(read_end, "rb") as r:
-            status = r.read()
-        if status == b"mounted":
-            return
-        os.waitpid(pid, 0)
-        raise CliError(status.decode(errors="replace") or "the mount daemon exited before mounting")
-    os.close(read_end)
-    os.setsid()
-    code = 0
-    try:
-        _detach_stdio()
+    from strongroom.daemon import DetachError, log_handler, run_detached
 
-        def mounted() -> None:
-            os.write(write_end, b"mounted")
-            os.close(write_end)
-
+    def serve(ready: Callable[[], None]) -> None:
         mount.run(
             volume,
             mountpoint,
@@ -385,7 +369,7 @@ def fs_mount(
             cfg.long_name_max,
             allow_other,
             read_only,
-            on_mounted=mounted,
+            on_mounted=ready,
             attr_timeout=attr_timeout,
             report_to=report_to,
             acl_timeout=acl_timeout,
@@ -394,25 +378,11 @@ def fs_mount(
             bound_xattrs=cfg.bound_xattrs,
             keep_warm=keep_warm,
         )
-    except BaseException as e:  # noqa: BLE001 - reported through the pipe, the daemon then leaves
-        try:
-            os.write(write_end, str(e).encode() or type(e).__name__.encode())
-        except OSError:
-            pass
-        code = 1
-    finally:
-        os._exit(code)
 
-
-def _detach_stdio() -> None:
-    import logging
-    import logging.handlers
-
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    handler: logging.Handler = logging.handlers.SysLogHandler("/dev/log") if Path("/dev/log").exists() else logging.NullHandler()
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    try:
+        run_detached(serve, lambda: log_handler(None))
+    except DetachError as e:
+        raise CliError(str(e)) from None
 
 
 @fs.command("umount")

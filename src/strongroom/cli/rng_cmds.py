@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import click
 
 from strongroom.cli.common import CliError, Group, emit, json_option, profile_option, progress_bar
 from strongroom.crypto.hygiene import harden_process
+from strongroom.daemon import FORMAT, DetachError, log_handler, run_detached
 
 SOURCE_HELP = "getrandom, rdrand, rdseed, hwrng (or hwrng:PATH for another device, file or pipe), remote"
 PIECE = 1 << 20
@@ -345,52 +347,35 @@ def rng_feed(
         if feed.bytes_added == 0 and not st.accounting:
             raise CliError("no source delivered healthy bytes", code=3)
         return
-    if not foreground:
-        _daemonize(log_file)
-    else:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    feed.status_file = status_file
-    for missing in harden_process():  # it holds the sources' output on its way to the pool
-        feed_log.warning("%s", missing)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: feed.stop())
-    feed_log.info(
-        "feeding %s from %s (%s mode)", device, ", ".join(s.name for s in tested), "watermark" if st.accounting else "schedule"
-    )
+    def serve(ready: Callable[[], None]) -> None:
+        feed.status_file = status_file
+        for missing in harden_process():  # it holds the sources' output on its way to the pool
+            feed_log.warning("%s", missing)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: feed.stop())
+        mode = "watermark" if st.accounting else "schedule"
+        feed_log.info("feeding %s from %s (%s mode)", device, ", ".join(s.name for s in tested), mode)
+        ready()
+        try:
+            feed.run()
+        except feeder.NoHealthySource as e:
+            feed_log.error("%s", e)
+            raise CliError(str(e), code=3) from None
+        except pool.PoolError as e:
+            feed_log.error("%s", e)
+            raise CliError(str(e)) from None
+        finally:
+            status_file.unlink(missing_ok=True)
+
+    if foreground:
+        logging.basicConfig(level=logging.INFO, format=FORMAT)
+        serve(lambda: None)
+        return
     try:
-        feed.run()
-    except feeder.NoHealthySource as e:
-        feed_log.error("%s", e)
-        raise CliError(str(e), code=3) from None
-    except pool.PoolError as e:
-        feed_log.error("%s", e)
+        fallback = Path("/var/log/strongroom-rng-feed.log")
+        run_detached(serve, lambda: log_handler(log_file, fallback), chdir_root=True)
+    except DetachError as e:
         raise CliError(str(e)) from None
-    finally:
-        status_file.unlink(missing_ok=True)
-
-
-def _daemonize(log_file: Path | None) -> None:
-    """Detach (double fork, new session) and log to a file or syslog."""
-    import logging.handlers
-
-    if os.fork():
-        os._exit(0)
-    os.setsid()
-    if os.fork():
-        os._exit(0)
-    os.chdir("/")
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    handler: logging.Handler
-    if log_file is not None:
-        handler = logging.FileHandler(log_file)
-    elif Path("/dev/log").exists():
-        handler = logging.handlers.SysLogHandler("/dev/log")
-    else:
-        handler = logging.FileHandler("/var/log/strongroom-rng-feed.log")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
 
 
 @rng.command("bench")
