@@ -540,6 +540,7 @@ def fs_rotate(
     """
     from strongroom.fs import mount, rotate
     from strongroom.fs.config import ConfigError, VolumeConfig, passphrase_source_key
+    from strongroom.fs.volume import fetch_source_key
 
     if (where := mount.volume_mounted(volume)) is not None:
         raise CliError(f"{volume} is mounted at {where}: unmount it first")
@@ -547,12 +548,7 @@ def fs_rotate(
 
     def source_key(source: dict[str, Any]) -> bytes:
         if source["type"] == "trustee":
-            client = _trustee_client(profile, servers, source)
-            try:
-                owner = None if source["owner"] == client.client_id else source["owner"]
-                return bytes(client.get(source["deposit"], owner=owner))
-            finally:
-                client.close()
+            return fetch_source_key(source, _trustee_client(profile, servers, source))
         if source.get("role") == "recovery":
             if recovery_passphrase_file is None and not sys.stdin.isatty():
                 raise CliError(

@@ -76,20 +76,20 @@ def unlock(
         raise config.ConfigError("a key rotation was interrupted: run 'strongroom fs rotate' again to finish it")
     factory = client_factory
     if cfg.sources("trustee") and factory is not None and not (prefer_passphrase and cfg.sources("passphrase")):
-
-        def fetch(source: dict[str, Any]) -> bytes:
-            client = factory(source)
-            try:
-                owner = None if source["owner"] == client.client_id else source["owner"]  # a shared deposit
-                data: bytes = client.get(source["deposit"], owner=owner)
-                return data
-            finally:
-                client.close()
-
-        return cfg.unlock_trustee(fetch)
+        return cfg.unlock_trustee(lambda source: fetch_source_key(source, factory(source)))
     if passphrase is None:
         raise config.ConfigError("this volume needs a passphrase")
     return cfg.unlock_passphrase(passphrase())
+
+
+def fetch_source_key(source: dict[str, Any], client: Any) -> bytes:
+    """A trustee key source's key: its deposit, fetched with ``client`` (closed after)."""
+    try:
+        owner = None if source["owner"] == client.client_id else source["owner"]  # a shared deposit
+        data: bytes = client.get(source["deposit"], owner=owner)
+        return data
+    finally:
+        client.close()
 
 
 def standalone_keks(directory: Path, vk: keys.VolumeKeys) -> list[bytes]:
