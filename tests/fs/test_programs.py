@@ -182,6 +182,10 @@ def test_key_server_volume_uses_the_servers_it_recorded_or_the_ones_given(tmp_pa
         assert r.returncode != 0 and len(r.stderr.splitlines()) == 1 and mount.mounted_at(mnt) is None, r.stderr
         r = cli("fs", "cat", str(vol / "x"), "--profile", str(profile), "--server", d.servers[0].url)
         assert r.returncode == 0 and r.stdout == b"reached", r.stderr
+        r = cli("fs", "rotate", str(vol), "--profile", str(profile))  # the recorded servers again
+        assert r.returncode == 0, r.stderr
+        r = cli("fs", "cat", str(vol / "x"), "--profile", str(profile))
+        assert r.returncode == 0 and r.stdout == b"reached", r.stderr
     finally:
         if mount.mounted_at(tmp_path / "mnt") is not None:
             subprocess.run(["fusermount3", "-u", str(tmp_path / "mnt")])
