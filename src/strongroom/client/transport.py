@@ -1,8 +1,8 @@
 """HTTP/1.1 over TLS for the client: one kept-alive connection per server and thread.
 
 Why the standard library's http.client and not httpx (the project's HTTP client for tests and
-benchmarks): measured here, one request through httpx cost ~1,060 us of the calling process's
-CPU against ~255 us through http.client, and the client's own CPU is what limits registrations
+benchmarks): one request through httpx costs the calling process several times the CPU it costs
+through http.client, and the client's own CPU is what limits registrations
 in-process (docs/BENCHMARKS.md, "A leaner client transport").  The client needs little of an HTTP
 library: whole bodies both ways, keep-alive, TLS with a chosen CA, timeouts.
 

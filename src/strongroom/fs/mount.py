@@ -1,6 +1,5 @@
-"""Mounting a volume with libfuse3 (through mfusepy), tuned the way ../shared/baselines.md
-measured, minus the writeback cache (see init_with_config): 1 s entry timeouts, 1 MiB requests,
-lower inode numbers."""
+"""Mounting a volume with libfuse3 (through mfusepy), tuned for throughput, minus the writeback
+cache (see init_with_config): 1 s entry timeouts, 1 MiB requests, lower inode numbers."""
 
 from __future__ import annotations
 
@@ -171,8 +170,8 @@ def _invalidator() -> Callable[[str], object]:
 
 def _tune_malloc() -> None:
     """Keep 1 MiB request buffers in the heap: glibc otherwise maps and unmaps them each time, and
-    the page faults of fresh mappings cost more than the decryption (measured: reads 3.85 -> 3.37 s
-    per GiB).  Freed memory above 64 MiB is still returned to the system."""
+    the page faults of fresh mappings cost more than the decryption.  Freed memory above 64 MiB
+    is still returned to the system."""
     import ctypes
     import ctypes.util
 
@@ -303,9 +302,9 @@ def _fuse_class() -> Any:
     import mfusepy
 
     # A view of libfuse's buffer (writable, unsigned bytes), valid for the duration of the call
-    # only.  PyMemoryView_FromMemory makes it in ~0.9 us; a ctypes array over the buffer took
-    # ~4 us, most of it making a new array type for each new request size (and the garbage
-    # collector then clearing those types away).
+    # only.  PyMemoryView_FromMemory makes it cheaply; a ctypes array over the buffer would make
+    # a new array type for each new request size (and leave the garbage collector to clear those
+    # types away).
     _view = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int)(
         ("PyMemoryView_FromMemory", ctypes.pythonapi)
     )  # its own prototype: ctypes.pythonapi's function objects are shared with other code
