@@ -35,7 +35,7 @@ def main() -> None:
     _write(ops, "/" + "long-name-" * 20, b"long")
     ops.symlink("/link", "docs/fine.txt")
     ops.setxattr("/docs/fine.txt", "user.origin", b"fixture", 0)
-    lower = {p: ops._lower(p) for p in ("/docs/damaged-block.bin", "/damaged-header.bin")}
+    lower = {p: ops.paths.lower(p) for p in ("/docs/damaged-block.bin", "/damaged-header.bin")}
     with open(lower["/docs/damaged-block.bin"], "r+b") as f:
         f.seek(content.block_offset(2) + 50)
         byte = f.read(1)

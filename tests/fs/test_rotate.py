@@ -50,7 +50,7 @@ def test_rotation_rewraps_everything_and_the_old_kek_opens_nothing(tmp_path: Pat
     init_volume(vol, PASSPHRASE, recovery_passphrase=RECOVERY)
     written = _populate(vol, 20)
     old = unlock(vol, lambda: PASSPHRASE)
-    lower_d = Path(VolumeOps(str(vol), old)._lower("/d"))
+    lower_d = Path(VolumeOps(str(vol), old).paths.lower("/d"))
     before = lower_d.stat()
     data_before = {
         p.name: p.read_bytes()[content.HEADER :]

@@ -17,7 +17,6 @@ import os
 import re
 import stat
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,12 +28,12 @@ from strongroom.fs.config import CONFIG
 from strongroom.fs.creds import CallerCredentials
 from strongroom.fs.keys import VolumeKeys
 from strongroom.fs.links import HardLinkNames, Key
+from strongroom.fs.resolver import CACHE_ENTRIES, Resolver
 from strongroom.fs.volume import write_diriv
 from strongroom.fs.xattrs import XattrCipher
 
 log = logging.getLogger("strongroom.fs")
 
-CACHE_ENTRIES = 4096  # bound on cached directories (with their tweaks); names get 4x as many
 ZERO_PIECE = 1 << 20
 MAX_REQUEST = 1 << 20  # FUSE requests are at most this large (mount.MAX_WRITE)
 # The preferred I/O size programs read from stat: cp and stdio size their buffers by it, and each
@@ -182,18 +181,6 @@ def _kind(entry: os.DirEntry[str]) -> int:
         return stat.S_IFREG  # gone since it was listed: the lookup that follows says so
 
 
-class _Lru(OrderedDict[Any, Any]):
-    def __init__(self, limit: int = CACHE_ENTRIES) -> None:
-        super().__init__()
-        self.limit = limit
-
-    def put(self, key: Any, value: Any) -> None:
-        self[key] = value
-        self.move_to_end(key)
-        while len(self) > self.limit:
-            self.popitem(last=False)
-
-
 @dataclass
 class _File:
     """What the daemon keeps per open lower inode: its lock and, once read, its header."""
@@ -247,10 +234,8 @@ class VolumeOps:
         self.bound_xattrs = bound_xattrs
         self.names = names.NameCipher(keys.names, long_name_max)
         self.xattrs = XattrCipher(keys.xattr_names, keys.xattr_values)
+        self.paths = Resolver(self.root, self.names, derived_tweaks, self._damage)
         self._lock = threading.Lock()  # guards the tables below
-        self._dirs = _Lru()
-        self._dirs_gen = 0  # bumped whenever a directory entry is dropped
-        self._names = _Lru(4 * CACHE_ENTRIES)
         self._files: dict[tuple[int, int], _File] = {}
         self._handles: dict[int, _Handle] = {}
         self._next_fh = 1
@@ -294,78 +279,7 @@ class VolumeOps:
         uid, gid, _ = self.context()
         return creds.run_as(uid, gid, fn, *args)
 
-    # -- names ---------------------------------------------------------------------------
-    # A plaintext path resolves through two caches: known directories (plaintext path -> lower
-    # path and tweak) and encrypted names ((tweak, plain name) -> lower name: a pure function of
-    # the two, so never stale).  Only a directory's own entry can go stale: rmdir drops that one,
-    # a directory rename drops them all.  (A cache of whole paths had to be cleared at every
-    # rmdir, after which each request re-read the tweak of every directory on its path, most of
-    # rm -rf's time.)
-    def _stored_diriv(self, lower_dir: str) -> bytes | None:
-        """The tweak stored in a directory, None if it stores none."""
-        try:
-            with open(os.path.join(lower_dir, names.DIRIV), "rb") as f:
-                iv = f.read()
-        except FileNotFoundError:
-            return None
-        if len(iv) != names.DIRIV_BYTES:
-            self._damage(lower_dir, None, "directory tweak is damaged")
-            raise _err(errno.EIO)
-        return iv
-
-    def _dir(self, path: str) -> tuple[str, bytes]:
-        """(lower path, tweak) of a plaintext directory: its stored tweak if it has one (the root,
-        a directory that was moved, every directory of a version-1 volume), else the one derived
-        from its parent's tweak and its lower name."""
-        hit = self._dirs.get(path)
-        if hit is not None:
-            return hit  # type: ignore[no-any-return]
-        gen = self._dirs_gen
-        parent_iv = None
-        if path in ("/", ""):
-            path, lower = "/", self.root
-        else:
-            lower_parent, parent_iv, name, _ = self._locate(path)
-            lower = os.path.join(lower_parent, name)
-        iv = self._stored_diriv(lower)
-        if iv is None:
-            if parent_iv is None or not self.derived_tweaks:
-                raise _err(errno.EIO)
-            iv = names.derived_diriv(parent_iv, name)
-        with self._lock:
-            if gen == self._dirs_gen:  # no rmdir or rename since the tweak was read
-                self._dirs.put(path, (lower, iv))
-        return lower, iv
-
-    def _entry(self, path: str) -> tuple[str, str, str | None]:
-        """(lower parent dir, lower entry name, full encrypted name if long) of a plaintext path."""
-        lower_parent, _, name, full = self._locate(path)
-        return lower_parent, name, full
-
-    def _locate(self, path: str) -> tuple[str, bytes, str, str | None]:
-        """(lower parent dir, its tweak, lower entry name, full encrypted name if long)."""
-        parent, _, leaf = path.rstrip("/").rpartition("/")
-        lower_parent, iv = self._dir(parent or "/")
-        key = (iv, leaf)
-        hit = self._names.get(key)
-        if hit is None:
-            try:
-                hit = self.names.lower_name(os.fsencode(leaf), iv)
-            except names.BadName:
-                raise _err(errno.ENAMETOOLONG if len(os.fsencode(leaf)) > 255 else errno.EINVAL) from None
-            with self._lock:
-                self._names.put(key, hit)
-        return lower_parent, iv, hit[0], hit[1]
-
-    def _lower(self, path: str) -> str:
-        if path in ("/", ""):
-            return self.root
-        hit = self._dirs.get(path)
-        if hit is not None:
-            return str(hit[0])
-        lower_parent, name, _ = self._entry(path)
-        return os.path.join(lower_parent, name)
-
+    # -- names: plaintext paths to lower ones (resolver.py) --------------------------------
     def _node(self, path: str) -> tuple[str | int, bool]:
         """(what a call addressed by path works on, whether that is a descriptor): the lower
         entry's path (a symlink itself, not followed), or, for a file unlinked while open, the
@@ -374,7 +288,7 @@ class VolumeOps:
             fd = self._hidden.get(path)
             if fd is not None:
                 return fd, True
-        return self._lower(path), False
+        return self.paths.lower(path), False
 
     @contextlib.contextmanager
     def _reach(self, path: str) -> Iterator[tuple[str | int, bool]]:
@@ -386,19 +300,10 @@ class VolumeOps:
         with self.beneath.path(str(node)) as pinned:
             yield pinned, False
 
-    def _forget_dirs(self, path: str | None = None) -> None:
-        """Drop a directory's cached lower path and tweak (all directories' if ``path`` is None)."""
-        with self._lock:
-            self._dirs_gen += 1
-            if path is None:
-                self._dirs.clear()
-            else:
-                self._dirs.pop(path, None)
-
     def _new_entry(self, path: str) -> tuple[str, str]:
         """(lower parent dir, lower name) for an entry about to be created; a long name's sidecar
         is written (and fsync'd) first, so the entry never exists without it."""
-        lower_parent, name, full = self._entry(path)
+        lower_parent, name, full = self.paths.entry(path)
         if full is not None:
             self._write_sidecar(lower_parent, name, full)
         return lower_parent, name
@@ -459,7 +364,7 @@ class VolumeOps:
         if self._hidden and path in self._hidden:
             st = os.fstat(self._hidden[path])
             return st, self._reported_size(st, path)
-        lower = self._lower(path)
+        lower = self.paths.lower(path)
         st = os.lstat(lower)
         if st.st_nlink > 1 and self.links is not None and not stat.S_ISDIR(st.st_mode):
             self.links.seen((st.st_dev, st.st_ino), path)
@@ -503,7 +408,7 @@ class VolumeOps:
         self._check(path, write=bool(amode & os.W_OK))
         if amode & os.W_OK and self.read_only:
             raise _err(errno.EROFS)
-        if not os.access(self._lower(path), amode, follow_symlinks=False):
+        if not os.access(self.paths.lower(path), amode, follow_symlinks=False):
             raise _err(errno.EACCES)
         return 0
 
@@ -569,7 +474,7 @@ class VolumeOps:
     def _listing(self, path: str) -> Iterator[tuple[str, os.DirEntry[str], str]]:
         """(plain name, lower entry, lower dir) for each entry of a directory, after the access check."""
         self._check(path)
-        lower_dir, iv = self._dir(path)
+        lower_dir, iv = self.paths.dir(path)
         with os.scandir(lower_dir) as it:
             for entry in it:
                 n = entry.name
@@ -590,7 +495,7 @@ class VolumeOps:
                 yield os.fsdecode(plain), entry, lower_dir
 
     def _dots(self, path: str) -> tuple[os.stat_result, os.stat_result]:
-        lower_dir = self._lower(path)
+        lower_dir = self.paths.lower(path)
         here = os.lstat(lower_dir)
         return here, os.lstat(os.path.dirname(lower_dir)) if lower_dir != self.root else here
 
@@ -614,7 +519,7 @@ class VolumeOps:
         out = []
         for plain, entry, lower_dir in self._listing(path):
             out.append((plain, os.path.join(lower_dir, entry.name), entry.inode(), _kind(entry)))
-        lower_dir = self._lower(path)
+        lower_dir = self.paths.lower(path)
         parent = os.path.dirname(lower_dir) if lower_dir != self.root else lower_dir
         here, up = self._dots(path)
         return [(".", lower_dir, here.st_ino, here.st_mode), ("..", parent, up.st_ino, up.st_mode), *out]
@@ -632,14 +537,14 @@ class VolumeOps:
 
     def opendir(self, path: str) -> int:
         self._check(path)
-        if not os.path.isdir(self._lower(path)):
+        if not os.path.isdir(self.paths.lower(path)):
             raise _err(errno.ENOTDIR)
         return 0
 
     def mkdir(self, path: str, mode: int) -> int:
         self._check(path, write=True)
         self._writable()
-        lower_parent, parent_iv, name, full = self._locate(path)
+        lower_parent, parent_iv, name, full = self.paths.locate(path)
         if full is not None:
             self._write_sidecar(lower_parent, name, full)
         lower = os.path.join(lower_parent, name)
@@ -656,15 +561,14 @@ class VolumeOps:
             if mode & 0o300 != 0o300:  # keeping a set-group-ID bit inherited from the parent
                 with self.beneath.path(lower) as pinned:
                     _chmod_nofollow(pinned, stat.S_IMODE(os.lstat(pinned).st_mode) & ~0o300 | mode & 0o300)
-        self._forget_dirs(path)
-        with self._lock:
-            self._dirs.put(path, (lower, iv))
+        self.paths.forget(path)
+        self.paths.remember_dir(path, lower, iv)
         return 0
 
     def rmdir(self, path: str) -> int:
         self._check(path, write=True)
         self._writable()
-        lower_parent, name, _ = self._entry(path)
+        lower_parent, name, _ = self.paths.entry(path)
         lower = os.path.join(lower_parent, name)
         try:
             try:
@@ -677,7 +581,7 @@ class VolumeOps:
                 with self.beneath.directory(lower) as inside:
                     if [n for n in os.listdir(inside) if n != names.DIRIV]:
                         raise _err(errno.ENOTEMPTY) from None
-                    iv = self._stored_diriv(inside)
+                    iv = self.paths.stored_diriv(inside)
                     os.unlink(os.path.join(inside, names.DIRIV))
                 try:
                     with self.beneath.path(lower) as pinned:
@@ -688,12 +592,12 @@ class VolumeOps:
                             write_diriv(inside, iv)  # put the same tweak back: the directory stays usable
                     raise
         finally:
-            self._forget_dirs(path)
+            self.paths.forget(path)
         self._remove_sidecar(lower_parent, name)
         return 0
 
     def fsyncdir(self, path: str, datasync: int, fh: int) -> int:
-        durable.fsync_dir(self._lower(path))
+        durable.fsync_dir(self.paths.lower(path))
         return 0
 
     # -- namespace -----------------------------------------------------------------------
@@ -703,7 +607,7 @@ class VolumeOps:
         if self._hidden and path in self._hidden:  # the last close of a file unlinked while open
             os.close(self._hidden.pop(path))
             return 0
-        lower_parent, name, _ = self._entry(path)
+        lower_parent, name, _ = self.paths.entry(path)
         with self.beneath.path(os.path.join(lower_parent, name)) as pinned:
             os.unlink(pinned)
         self._remove_sidecar(lower_parent, name)
@@ -719,7 +623,7 @@ class VolumeOps:
             raise _err(errno.ENOENT)  # an unlinked file has no name to move
         if _HIDDEN.fullmatch(new.rpartition("/")[2]) and self._hide(old, new):
             return 0
-        old_parent, old_name, _ = self._entry(old)
+        old_parent, old_name, _ = self.paths.entry(old)
         new_parent, new_name = self._new_entry(new)
         old_lower = os.path.join(old_parent, old_name)
         moves_dir = stat.S_ISDIR(os.lstat(old_lower).st_mode)
@@ -739,7 +643,7 @@ class VolumeOps:
                 self._rename_lower(old_lower, new_lower)
         finally:
             if moves_dir:  # every directory below moved too (and one may have been replaced)
-                self._forget_dirs()
+                self.paths.forget()
         if (old_parent, old_name) != (new_parent, new_name):
             self._remove_sidecar(old_parent, old_name)
         if self.links is not None:
@@ -758,7 +662,7 @@ class VolumeOps:
         link count change at once), and serve ``hidden`` from a descriptor until libfuse's own
         unlink of that name at the last close.  False if ``path`` is no open file (a caller's own
         rename to such a name, done as asked)."""
-        lower_parent, name, _ = self._entry(path)
+        lower_parent, name, _ = self.paths.entry(path)
         lower = os.path.join(lower_parent, name)
         try:
             st = os.lstat(lower)
@@ -781,9 +685,9 @@ class VolumeOps:
     def _keep_tweak(self, path: str, lower: str) -> None:
         """Before a directory moves: a derived tweak would change with its name, so it is stored
         in the directory (durably) first, and every name inside stays readable."""
-        if self._stored_diriv(lower) is not None:
+        if self.paths.stored_diriv(lower) is not None:
             return
-        iv = self._dir(path)[1]
+        iv = self.paths.dir(path)[1]
         with self.beneath.directory(lower) as inside:
             try:
                 write_diriv(inside, iv)
@@ -804,7 +708,7 @@ class VolumeOps:
             raise _err(errno.ENOENT)
         new_parent, new_name = self._new_entry(target)
         lower = os.path.join(new_parent, new_name)
-        with self.beneath.path(self._lower(source)) as src, self.beneath.path(lower) as dst:
+        with self.beneath.path(self.paths.lower(source)) as src, self.beneath.path(lower) as dst:
             os.link(src, dst, follow_symlinks=False)  # a lower symlink is never followed
         if self.links is not None:
             st = os.lstat(lower)
@@ -842,7 +746,7 @@ class VolumeOps:
 
     def readlink(self, path: str) -> str:
         self._check(path)
-        return os.fsdecode(self._read_link(self._lower(path)))
+        return os.fsdecode(self._read_link(self.paths.lower(path)))
 
     def mknod(self, path: str, mode: int, dev: int) -> int:
         self._check(path, write=True)
@@ -1285,7 +1189,7 @@ class VolumeOps:
             return None
         st = os.fstat(node) if is_fd else os.lstat(node)  # type: ignore[arg-type]
         if stat.S_ISDIR(st.st_mode):
-            return xattrs_mod.dir_binding(self._dir(path)[1])
+            return xattrs_mod.dir_binding(self.paths.dir(path)[1])
         if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
             return xattrs_mod.EMPTY  # (the lower file system keeps user attributes off the others)
         if is_fd:

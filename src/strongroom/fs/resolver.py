@@ -1,0 +1,135 @@
+"""Plaintext paths to lower ones (FORMAT.md §6): each component's encrypted name under its
+directory's tweak, the tweak stored in the directory or derived from its parent's.
+
+A path resolves through two caches: known directories (plaintext path -> lower path and tweak)
+and encrypted names ((tweak, plain name) -> lower name: a pure function of the two, so never
+stale).  Only a directory's own entry can go stale: rmdir drops that one, a directory rename
+drops them all.  (A cache of whole paths had to be cleared at every rmdir, after which each
+request re-read the tweak of every directory on its path, most of rm -rf's time.)
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from strongroom.fs import names
+
+CACHE_ENTRIES = 4096  # bound on cached directories (with their tweaks); names get 4x as many
+
+
+class Lru(OrderedDict[Any, Any]):
+    def __init__(self, limit: int = CACHE_ENTRIES) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def put(self, key: Any, value: Any) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > self.limit:
+            self.popitem(last=False)
+
+
+def _eio() -> OSError:
+    return OSError(errno.EIO, os.strerror(errno.EIO))
+
+
+class Resolver:
+    """``damage(what, block, reason)`` is told of a damaged stored tweak before EIO is raised."""
+
+    def __init__(
+        self, root: str, cipher: names.NameCipher, derived_tweaks: bool, damage: Callable[[str, int | None, str], None]
+    ) -> None:
+        self.root = root
+        self.cipher = cipher
+        self.derived_tweaks = derived_tweaks  # format version 2: new directories' tweaks are derived
+        self._damage = damage
+        self._lock = threading.Lock()
+        self._dirs = Lru()
+        self._dirs_gen = 0  # bumped whenever a directory entry is dropped
+        self._names = Lru(4 * CACHE_ENTRIES)
+
+    def stored_diriv(self, lower_dir: str) -> bytes | None:
+        """The tweak stored in a directory, None if it stores none."""
+        try:
+            with open(os.path.join(lower_dir, names.DIRIV), "rb") as f:
+                iv = f.read()
+        except FileNotFoundError:
+            return None
+        if len(iv) != names.DIRIV_BYTES:
+            self._damage(lower_dir, None, "directory tweak is damaged")
+            raise _eio()
+        return iv
+
+    def dir(self, path: str) -> tuple[str, bytes]:
+        """(lower path, tweak) of a plaintext directory: its stored tweak if it has one (the root,
+        a directory that was moved, every directory of a version-1 volume), else the one derived
+        from its parent's tweak and its lower name."""
+        hit = self._dirs.get(path)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
+        gen = self._dirs_gen
+        parent_iv = None
+        if path in ("/", ""):
+            path, lower = "/", self.root
+        else:
+            lower_parent, parent_iv, name, _ = self.locate(path)
+            lower = os.path.join(lower_parent, name)
+        iv = self.stored_diriv(lower)
+        if iv is None:
+            if parent_iv is None or not self.derived_tweaks:
+                raise _eio()
+            iv = names.derived_diriv(parent_iv, name)
+        with self._lock:
+            if gen == self._dirs_gen:  # no rmdir or rename since the tweak was read
+                self._dirs.put(path, (lower, iv))
+        return lower, iv
+
+    def entry(self, path: str) -> tuple[str, str, str | None]:
+        """(lower parent dir, lower entry name, full encrypted name if long) of a plaintext path."""
+        lower_parent, _, name, full = self.locate(path)
+        return lower_parent, name, full
+
+    def locate(self, path: str) -> tuple[str, bytes, str, str | None]:
+        """(lower parent dir, its tweak, lower entry name, full encrypted name if long)."""
+        parent, _, leaf = path.rstrip("/").rpartition("/")
+        lower_parent, iv = self.dir(parent or "/")
+        key = (iv, leaf)
+        hit = self._names.get(key)
+        if hit is None:
+            try:
+                hit = self.cipher.lower_name(os.fsencode(leaf), iv)
+            except names.BadName:
+                code = errno.ENAMETOOLONG if len(os.fsencode(leaf)) > 255 else errno.EINVAL
+                raise OSError(code, os.strerror(code)) from None
+            with self._lock:
+                self._names.put(key, hit)
+        return lower_parent, iv, hit[0], hit[1]
+
+    def lower(self, path: str) -> str:
+        """The lower path of a plaintext path."""
+        if path in ("/", ""):
+            return self.root
+        hit = self._dirs.get(path)
+        if hit is not None:
+            return str(hit[0])
+        lower_parent, name, _ = self.entry(path)
+        return os.path.join(lower_parent, name)
+
+    def remember_dir(self, path: str, lower: str, iv: bytes) -> None:
+        """A directory just made: its lower path and tweak."""
+        with self._lock:
+            self._dirs.put(path, (lower, iv))
+
+    def forget(self, path: str | None = None) -> None:
+        """Drop a directory's cached lower path and tweak (all directories' if ``path`` is None)."""
+        with self._lock:
+            self._dirs_gen += 1
+            if path is None:
+                self._dirs.clear()
+            else:
+                self._dirs.pop(path, None)
