@@ -9,7 +9,7 @@ import os
 import mfusepy
 import pytest
 
-from strongroom.fs import mount
+from strongroom.fs import fuse_front
 from strongroom.fs.fuse_ops import BLKSIZE, VolumeOps
 
 pytestmark = pytest.mark.unit  # the fast tier: no root, FUSE, PostgreSQL or server process
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.unit  # the fast tier: no root, FUSE, PostgreSQL or ser
     [(1_700_000_000_123_456_789, 0), (-1_500_000_001, 5 << 32), (0, 1)],
 )
 def test_packed_stat_reads_back_field_by_field(atime_ns: int, size: int) -> None:
-    pack = mount._stat_packer()
+    pack = fuse_front.stat_packer()
     assert pack is not None  # on this platform the fast fill must be in use, not the fallback
     fields = (0o100640, 1 << 40, 3, 7, 1001, 1002, 99, 1, 2, 3, 1.0, 2.0, 3.0)  # mode .. ctime (floats unused)
     st = os.stat_result((*fields, atime_ns, 2_000_000_001, 5, 4096, 123, 0x0801))  # *_ns, blksize, blocks, rdev
