@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from strongroom import helpers
+
 LIBRARY = Path(__file__).with_name("libsrfuseio.so")
 FUSE_CAP_SPLICE_READ = 1 << 9
 KILLPRIV_V2_MINOR = 33  # protocol 7.33 (Linux 5.11) added FUSE_HANDLE_KILLPRIV_V2
@@ -19,13 +21,9 @@ KILLPRIV_V2_MINOR = 33  # protocol 7.33 (Linux 5.11) added FUSE_HANDLE_KILLPRIV_
 
 @functools.lru_cache(maxsize=1)
 def _lib() -> Any:
-    if not LIBRARY.exists():
-        return None
-    try:
-        # PyDLL: these are called holding the GIL (they take nanoseconds; a CDLL call would drop
-        # and retake the GIL around each, on every write)
-        so = ctypes.PyDLL(str(LIBRARY))
-    except OSError:
+    # called holding the GIL: they take nanoseconds, on every write
+    so = helpers.load(LIBRARY, hold_gil=True)
+    if so is None:
         return None
     for name in ("sr_fuseio_install", "sr_fuseio_patched", "sr_fuseio_kill_suidgid"):
         getattr(so, name).restype = ctypes.c_int

@@ -11,6 +11,8 @@ import functools
 import os
 from pathlib import Path
 
+from strongroom import helpers
+
 LIBRARY = Path(__file__).with_name("libsrblocks.so")
 
 
@@ -22,13 +24,8 @@ class BadBlock(Exception):
 
 @functools.lru_cache(maxsize=1)
 def lib() -> ctypes.CDLL | None:
-    if not LIBRARY.exists():
-        return None
-    try:
-        so = ctypes.CDLL(str(LIBRARY), use_errno=True)
-    except OSError:  # built for another machine, or its libcrypto is gone: the Python path serves
-        return None
-    if not _abi_matches(so):  # a helper left by another version: its signatures differ
+    so = helpers.load(LIBRARY, ("sr_abi_version", ABI), use_errno=True)
+    if so is None:  # content.FileCipher's Python path serves
         return None
     vp, size, u64 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64
     so.sr_seal_blocks.restype = ctypes.c_long
@@ -57,15 +54,6 @@ def lib() -> ctypes.CDLL | None:
 
 
 ABI = 2  # sr_abi_version() in blockcrypt.c: the entry points' signatures
-
-
-def _abi_matches(so: ctypes.CDLL) -> bool:
-    try:
-        fn = so.sr_abi_version
-    except AttributeError:
-        return False
-    fn.restype, fn.argtypes = ctypes.c_int, []
-    return int(fn()) == ABI
 
 
 def available() -> bool:

@@ -15,17 +15,16 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from strongroom import helpers
+
 LIBRARY = Path(__file__).with_name("libsrproc.so")
 FIELDS = 9
 
 
 @functools.lru_cache(maxsize=1)
 def _lib() -> ctypes.CDLL | None:
-    if not LIBRARY.exists():
-        return None
-    try:
-        so = ctypes.CDLL(str(LIBRARY))
-    except OSError:
+    so = helpers.load(LIBRARY)
+    if so is None:
         return None
     so.sr_proc_identity.restype = ctypes.c_int
     so.sr_proc_identity.argtypes = [ctypes.c_int, ctypes.c_void_p]

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from strongroom import helpers
+
 LIBRARY = Path(__file__).with_name("libsrrng.so")
 
 
@@ -53,15 +55,8 @@ BAD_STATE = -3  # what an entry point answers for sizes or a state it refuses
 def lib() -> ctypes.CDLL | None:
     """The helper, or None (the numpy paths serve): not built, unloadable here, or built by
     another version."""
-    if not LIBRARY.exists():
-        return None
-    try:
-        so = ctypes.CDLL(str(LIBRARY))
-        abi = so.sr_rng_abi_version
-    except (OSError, AttributeError):
-        return None
-    abi.restype, abi.argtypes = ctypes.c_int, []
-    if abi() != ABI:
+    so = helpers.load(LIBRARY, ("sr_rng_abi_version", ABI))
+    if so is None:
         return None
     vp, size = ctypes.c_void_p, ctypes.c_size_t
     so.sr_fips_blocks.restype = ctypes.c_int
