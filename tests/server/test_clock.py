@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ class Host:
     clock: Clock
     identity: Identity
     client_id: str
-    _nonces: Iterator[int] = itertools.count()
+    _nonces: Iterator[int] = field(default_factory=itertools.count)
 
     def request(self, method: str, path: str, body: bytes = b"", at: float | None = None) -> SignedRequest:
         ts = str(int(self.clock.now if at is None else at))

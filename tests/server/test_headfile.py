@@ -7,7 +7,9 @@ a state that verify accepts only when the database ends exactly where the batch 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import mmap
 import os
 import threading
 from collections.abc import Iterator
@@ -70,6 +72,28 @@ def test_pending_line_then_settled(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert head.read() == Mirror(6, c[1]) and len(flushed) == 2
     head.advance(*b)  # init and restore never move a settled head back
     assert head.read() == Mirror(6, c[1])
+
+
+def test_a_filesystem_refusing_direct_writes_gets_buffered_flushed_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """O_DIRECT opens but refuses the block (EINVAL: another block size): the file falls back to
+    buffered writes that the committer flushes itself, instead of failing every batch."""
+    real = os.pwritev
+
+    def refuse_direct(fd: int, buffers: list[mmap.mmap], offset: int) -> int:
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+        return real(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "pwritev", refuse_direct)
+    (tmp_path / "db").write_bytes(b"")
+    head = HeadFile(tmp_path / "audit.head")
+    assert not head.covered_by(str(tmp_path / "db"))
+    flushed = _watch_flushes(monkeypatch, tmp_path / "audit.head")
+    head.begin((1, b"\x01" * 32), (2, b"\x02" * 32))
+    head.sync()
+    assert head.read() == Mirror(2, b"\x02" * 32, (1, b"\x01" * 32)) and len(flushed) == 1
 
 
 @pytest.mark.parametrize("covered", [True, False], ids=["flushed-by-commit", "flushed-beside-commit"])

@@ -15,6 +15,7 @@ filesystem, no O_DIRECT) the caller flushes the line itself while the database c
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import mmap
 import os
@@ -72,14 +73,30 @@ class HeadFile:
         if self._pid != os.getpid():
             self._fd, self._direct = _open_direct(self.path)
             self._pid = os.getpid()
-            if os.fstat(self._fd).st_size != RECORD:  # new, or written by an older version
-                with _locked(self._fd):
-                    if os.fstat(self._fd).st_size != RECORD:
-                        current = self._read(self._fd)
-                        self._write(self._fd, current)
-                        os.ftruncate(self._fd, RECORD)
-                        os.fsync(self._fd)  # the block allocated and the size recorded, once
+            try:
+                self._initialize()
+            except OSError as e:
+                if not self._direct or e.errno != errno.EINVAL:
+                    raise
+                # O_DIRECT refused for this block size or alignment: buffered, and flushed by
+                # the caller (covered_by answers False) instead of failing every batch.
+                os.close(self._fd)
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                self._direct = False
+                self._initialize()
         return self._fd
+
+    def _initialize(self) -> None:
+        """Read the line once, so that O_DIRECT is tried here; a file that is new or written by
+        an older version becomes one allocated block, durably, before any batch relies on it."""
+        self._read(self._fd)  # through O_DIRECT too: refused here, not in a batch
+        if os.fstat(self._fd).st_size != RECORD:
+            with _locked(self._fd):
+                if os.fstat(self._fd).st_size != RECORD:
+                    current = self._read(self._fd)
+                    self._write(self._fd, current)
+                    os.ftruncate(self._fd, RECORD)
+                    os.fsync(self._fd)  # the block allocated and the size recorded, once
 
     def covered_by(self, database_file: str | None) -> bool:
         """Whether a commit flush of ``database_file`` also makes this file's writes durable."""
