@@ -3,11 +3,14 @@ a sidecar that hashes to them, and no decrypted name a writer could not have sto
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from strongroom.fs import names
 from tests.fs.mounts import Mount
@@ -22,6 +25,20 @@ def test_only_canonical_base64url_decodes(text: str) -> None:
 def test_canonical_base64url_round_trips() -> None:
     for data in (b"", b"A", b"AB", b"ABC", os.urandom(33)):
         assert names.unb64u(names.b64u(data)) == data
+
+
+@given(st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_=", max_size=12))
+def test_decoding_accepts_exactly_the_canonical_spellings(text: str) -> None:
+    """Oracle: a text is canonical when encoding what it decodes to gives the text back."""
+    try:
+        canonical = names.b64u(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))) == text
+    except ValueError:
+        canonical = False
+    if canonical:
+        assert names.b64u(names.unb64u(text)) == text
+    else:
+        with pytest.raises(names.BadName):
+            names.unb64u(text)
 
 
 def test_a_second_spelling_or_an_impossible_name_is_not_listed(tmp_path: Path) -> None:

@@ -5,9 +5,11 @@ somewhere else; a daemon that follows joined paths would then chmod, write or un
 the volume on their behalf.  Here the parent directory of a lower entry is opened with
 openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS) from a descriptor of the
 root (component by component with O_NOFOLLOW on kernels without openat2), and the entry is then
-named as /proc/self/fd/<parent>/<name>: the parent is pinned, so no later swap of a path
-component can redirect the call.  The final component is each caller's to treat without
-following (O_NOFOLLOW, AT_SYMLINK_NOFOLLOW, lchown), as fuse_ops does.
+named by (that descriptor, its name) in the *at system calls: the parent is pinned, so no later
+swap of a path component can redirect the call.  The final component is each caller's to treat
+without following (O_NOFOLLOW, AT_SYMLINK_NOFOLLOW, lchown), as fuse_ops does.  Calls that take
+no directory descriptor (the xattr ones) name it as /proc/self/fd/<parent>/<name>, which costs a
+walk through procfs on each call.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
 
 _SYS_OPENAT2 = 437  # x86-64 and arm64 alike
 _RESOLVE = 0x02 | 0x04 | 0x08  # NO_MAGICLINKS | NO_SYMLINKS | BENEATH
@@ -71,14 +77,41 @@ def _normal(path: str) -> bool:
     return "//" not in path and "/./" not in path and "/../" not in path and not path.endswith(("/.", "/..", "/"))
 
 
+DIR_CACHE = 32  # parent directories kept open (a tar or rm -rf works in a few at a time)
+DIR_CACHE_S = 1.0  # how long one is trusted without looking again
+
+
 class Beneath:
-    def __init__(self, root: str) -> None:
+    """Lower entries reached beneath ``root``.  Parent directories just reached are kept open
+    for DIR_CACHE_S (as gocryptfs's dirCache does), since one file's creation is followed by its
+    chown, times and mode in the same directory: ``forget`` must be called whenever the daemon
+    removes or moves a lower directory, so no descriptor outlives the path it was found at.
+    Someone else moving a lower directory is noticed within DIR_CACHE_S; until then a held
+    descriptor still names that directory (never a symlink, never outside what was beneath the
+    root when it was opened)."""
+
+    def __init__(self, root: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.root = os.path.abspath(root)
         self._prefix = self.root.rstrip("/") + "/"
         self.root_fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._held: OrderedDict[str, _Held] = OrderedDict()
+        self._gen = 0  # bumped by forget: a directory opened before it is not kept
 
     def close(self) -> None:
+        self.forget()
         os.close(self.root_fd)
+
+    def forget(self, lower_dir: str | None = None) -> None:
+        """Drop the kept descriptors of ``lower_dir`` and the directories below it (of every
+        directory if None); each is closed once no call is using it."""
+        rel = None if lower_dir is None else self._relative(lower_dir)
+        with self._lock:
+            self._gen += 1
+            for key in list(self._held):
+                if rel is None or key == rel or key.startswith(rel + "/"):
+                    self._held.pop(key).drop()
 
     def _relative(self, lower: str) -> str:
         """``lower`` relative to the root ("" for the root); EXDEV outside it."""
@@ -89,10 +122,6 @@ class Beneath:
         if not lower.startswith(self._prefix):
             raise OSError(errno.EXDEV, "outside the volume", lower)
         return lower[len(self._prefix) :]
-
-    def open_dir(self, lower_dir: str) -> int:
-        """An O_PATH descriptor of the lower directory ``lower_dir`` (a path under the root)."""
-        return self._open_rel(self._relative(lower_dir) or ".")
 
     def _open_rel(self, rel: str) -> int:
         global _has_openat2
@@ -105,15 +134,49 @@ class Beneath:
                 _has_openat2 = False
         return _walk(self.root_fd, rel, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
 
-    def path(self, lower: str) -> _Pinned:
-        """A name for the lower entry ``lower`` that no symlink above it can redirect, valid
-        inside the ``with`` block.  The root itself is named as it is (it was chosen by the mount)."""
+    def _hold(self, rel: str) -> _Held:
+        """The directory ``rel``, kept or opened now, with one more user."""
+        now = self._clock()
+        with self._lock:
+            held = self._held.get(rel)
+            if held is not None:
+                if now - held.born < DIR_CACHE_S:
+                    held.users += 1
+                    self._held.move_to_end(rel)
+                    return held
+                del self._held[rel]
+                held.drop()
+            gen = self._gen
+        held = _Held(self._open_rel(rel), now, self._lock)
+        with self._lock:
+            if gen != self._gen:  # a directory was moved or removed while this one was opened
+                held.dropped = True
+                return held
+            old = self._held.pop(rel, None)
+            if old is not None:
+                old.drop()
+            self._held[rel] = held
+            while len(self._held) > DIR_CACHE:
+                self._held.popitem(last=False)[1].drop()
+        return held
+
+    def path(self, lower: str) -> Entry:
+        """The lower entry ``lower`` as (a pinned directory, a name in it), valid inside the
+        ``with`` block.  An entry in the root needs no descriptor of its own; the root itself is
+        named by its absolute path (it was chosen by the mount)."""
         rel = self._relative(lower)
         if not rel:
-            return _Pinned(-1, self.root)
+            return Entry(self.root_fd, self.root, None)
         parent, _, name = rel.rpartition("/")
-        fd = self._open_rel(parent or ".")
-        return _Pinned(fd, f"/proc/self/fd/{fd}/{name}")
+        if not parent:
+            return Entry(self.root_fd, name, None)
+        held = self._hold(parent)
+        return Entry(held.fd, name, held)
+
+    def open(self, lower: str, flags: int, mode: int = 0o600) -> int:
+        """os.open of the lower entry ``lower`` itself (ELOOP if it is a symlink)."""
+        with self.path(lower) as at:
+            return os.open(at.name, flags | os.O_NOFOLLOW, mode, dir_fd=at.dir_fd)
 
     def directory(self, lower_dir: str) -> _Pinned:
         """A name for the lower directory itself (no symlink anywhere, its own name included),
@@ -123,6 +186,33 @@ class Beneath:
             return _Pinned(-1, f"/proc/self/fd/{self.root_fd}")
         fd = self._open_rel(rel)
         return _Pinned(fd, f"/proc/self/fd/{fd}")
+
+
+class _Held:
+    """A kept directory descriptor and the calls using it: closed when it has been dropped from
+    the cache and its last user is done, never while a call may still pass it to the kernel
+    (a number closed early could name another file by then)."""
+
+    __slots__ = ("fd", "born", "users", "dropped", "_lock")
+
+    def __init__(self, fd: int, born: float, lock: threading.Lock) -> None:
+        self.fd = fd
+        self.born = born
+        self.users = 1
+        self.dropped = False
+        self._lock = lock
+
+    def drop(self) -> None:
+        """Out of the cache (the caller holds the lock)."""
+        self.dropped = True
+        if self.users == 0:
+            os.close(self.fd)
+
+    def release(self) -> None:
+        with self._lock:
+            self.users -= 1
+            if self.users == 0 and self.dropped:
+                os.close(self.fd)
 
 
 class _Pinned:
@@ -141,3 +231,28 @@ class _Pinned:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+class Entry:
+    """``name`` in the directory ``dir_fd``, for the *at calls (``dir_fd=``), valid inside the
+    ``with`` block."""
+
+    __slots__ = ("dir_fd", "name", "_held")
+
+    def __init__(self, dir_fd: int, name: str, held: _Held | None) -> None:
+        self.dir_fd = dir_fd
+        self.name = name
+        self._held = held
+
+    @property
+    def path(self) -> str:
+        """One string naming the entry, for calls that take no directory descriptor."""
+        return self.name if self.name.startswith("/") else f"/proc/self/fd/{self.dir_fd}/{self.name}"
+
+    def __enter__(self) -> Entry:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._held is not None:
+            self._held.release()
+            self._held = None

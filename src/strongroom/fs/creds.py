@@ -46,7 +46,9 @@ class CallerCredentials:
     def __init__(self) -> None:
         self.uid, self.gid = os.geteuid(), os.getegid()
         self.active = self.uid == 0
-        self._libc = ctypes.CDLL(None, use_errno=True)
+        # PyDLL: these calls take a microsecond and keep the GIL; a CDLL call would hand the GIL to
+        # another request thread around each of the seven and wait to get it back.
+        self._libc = ctypes.PyDLL(None, use_errno=True)
         self._caps = (_CapData * 2)()
         if self.active:
             header = _CapHeader(_CAP_VERSION_3, 0)
@@ -60,9 +62,9 @@ class CallerCredentials:
         except OSError:
             return False
 
-    def run_as(self, uid: int, gid: int, fn: Callable[..., T], *args: object) -> T:
+    def run_as(self, uid: int, gid: int, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
         if not self.active or (uid == self.uid and gid == self.gid):
-            return fn(*args)
+            return fn(*args, **kwargs)
         libc = self._libc
         try:
             libc.setfsgid(gid)
@@ -73,7 +75,7 @@ class CallerCredentials:
             header = _CapHeader(_CAP_VERSION_3, 0)
             if libc.capset(ctypes.byref(header), self._caps) != 0:
                 raise OSError(ctypes.get_errno(), "cannot keep the daemon's capabilities")
-            return fn(*args)
+            return fn(*args, **kwargs)
         finally:
             libc.setfsuid(self.uid)  # back to 0: the kernel raises the file-system capabilities again
             libc.setfsgid(self.gid)

@@ -68,19 +68,19 @@ _fchmodat2: Any = ctypes.PyDLL(None, use_errno=True).syscall  # microseconds: ho
 _has_fchmodat2 = True
 
 
-def _chmod_nofollow(lower: str, mode: int) -> None:
+def _chmod_nofollow(dir_fd: int, name: str, mode: int) -> None:
     """chmod of the lower entry itself, never of what a symlink there points to: fchmodat2 with
     AT_SYMLINK_NOFOLLOW (a symlink answers EOPNOTSUPP, as on ext4), or on older kernels the
     entry pinned by an O_PATH descriptor and changed through it (a symlink answers ELOOP)."""
     global _has_fchmodat2
     if _has_fchmodat2:
-        if _fchmodat2(_SYS_FCHMODAT2, _AT_FDCWD_, os.fsencode(lower), mode, _AT_SYMLINK_NOFOLLOW_) == 0:
+        if _fchmodat2(_SYS_FCHMODAT2, dir_fd, os.fsencode(name), mode, _AT_SYMLINK_NOFOLLOW_) == 0:
             return
         err = ctypes.get_errno()
         if err != errno.ENOSYS:
             raise _err(err)
         _has_fchmodat2 = False
-    fd = os.open(lower, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
     try:
         if stat.S_ISLNK(os.fstat(fd).st_mode):
             raise _err(errno.ELOOP)
@@ -270,14 +270,14 @@ class VolumeOps:
         if not acl.allowed(pid, path.lstrip("/"), write):
             raise _err(errno.EACCES)
 
-    def _as_caller(self, fn: Callable[..., Any], *args: Any) -> Any:
+    def _as_caller(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a lower call that creates an entry as the caller (owner and group as ext4 gives
         them), on this thread only."""
         creds = self.creds
         if creds is None or self.context is None:
-            return fn(*args)
+            return fn(*args, **kwargs)
         uid, gid, _ = self.context()
-        return creds.run_as(uid, gid, fn, *args)
+        return creds.run_as(uid, gid, fn, *args, **kwargs)
 
     # -- names: plaintext paths to lower ones (resolver.py) --------------------------------
     def _node(self, path: str) -> tuple[str | int, bool]:
@@ -297,8 +297,8 @@ class VolumeOps:
         if is_fd:
             yield node, True
             return
-        with self.beneath.path(str(node)) as pinned:
-            yield pinned, False
+        with self.beneath.path(str(node)) as entry:
+            yield entry.path, False
 
     def _new_entry(self, path: str) -> tuple[str, str]:
         """(lower parent dir, lower name) for an entry about to be created; a long name's sidecar
@@ -309,8 +309,8 @@ class VolumeOps:
         return lower_parent, name
 
     def _write_sidecar(self, lower_parent: str, name: str, full: str) -> None:
-        with self.beneath.path(os.path.join(lower_parent, name + names.LONG_SUFFIX)) as pinned:
-            fd = os.open(pinned, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
+        with self.beneath.path(os.path.join(lower_parent, name + names.LONG_SUFFIX)) as at:
+            fd = os.open(at.name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400, dir_fd=at.dir_fd)
         try:
             os.write(fd, full.encode())
             os.fsync(fd)
@@ -320,8 +320,8 @@ class VolumeOps:
     def _remove_sidecar(self, lower_parent: str, name: str) -> None:
         if names.is_long(name):
             try:
-                with self.beneath.path(os.path.join(lower_parent, name + names.LONG_SUFFIX)) as pinned:
-                    os.unlink(pinned)
+                with self.beneath.path(os.path.join(lower_parent, name + names.LONG_SUFFIX)) as at:
+                    os.unlink(at.name, dir_fd=at.dir_fd)
             except FileNotFoundError:
                 pass
 
@@ -419,8 +419,8 @@ class VolumeOps:
         if is_fd:
             os.chmod(node, mode)
         else:
-            with self.beneath.path(str(node)) as pinned:
-                _chmod_nofollow(pinned, mode)
+            with self.beneath.path(str(node)) as at:
+                _chmod_nofollow(at.dir_fd, at.name, mode)
         self._changed_path(path)
         return 0
 
@@ -431,8 +431,8 @@ class VolumeOps:
         if is_fd:
             os.chown(node, uid, gid)
         else:
-            with self.beneath.path(str(node)) as pinned:
-                os.chown(pinned, uid, gid, follow_symlinks=False)
+            with self.beneath.path(str(node)) as at:
+                os.chown(at.name, uid, gid, dir_fd=at.dir_fd, follow_symlinks=False)
         self._changed_path(path)
         return 0
 
@@ -452,8 +452,8 @@ class VolumeOps:
         if is_fd:
             done = _utimensat(node, None, times, 0)
         else:
-            with self.beneath.path(str(node)) as pinned:
-                done = _utimensat(_AT_FDCWD, os.fsencode(pinned), times, _AT_SYMLINK_NOFOLLOW)
+            with self.beneath.path(str(node)) as at:
+                done = _utimensat(at.dir_fd, os.fsencode(at.name), times, _AT_SYMLINK_NOFOLLOW)
         if done != 0:
             raise _err(ctypes.get_errno())
         self._changed_path(path)
@@ -486,9 +486,9 @@ class VolumeOps:
                             full = f.read()
                         if names.long_name(full) != n:
                             raise names.BadName("long-name sidecar does not match")
-                        plain = self.names.decrypt(full, iv)
+                        plain = self.paths.plain(full, iv)
                     else:
-                        plain = self.names.decrypt(n, iv)
+                        plain = self.paths.plain(n, iv)
                 except (names.BadName, OSError) as e:
                     self._damage(os.path.join(lower_dir, n), None, f"name does not decrypt ({e})")
                     continue
@@ -550,17 +550,18 @@ class VolumeOps:
         lower = os.path.join(lower_parent, name)
         if self.derived_tweaks:
             # The tweak is a function of the parent's and this entry's name: durable with the entry.
-            with self.beneath.path(lower) as pinned:
-                self._as_caller(os.mkdir, pinned, mode)
+            with self.beneath.path(lower) as at:
+                self._as_caller(os.mkdir, at.name, mode, dir_fd=at.dir_fd)
             iv = names.derived_diriv(parent_iv, name)
         else:
-            with self.beneath.path(lower) as pinned:
-                self._as_caller(os.mkdir, pinned, mode | 0o300)  # a daemon not run as root must write the tweak
+            with self.beneath.path(lower) as at:  # a daemon not run as root must write the tweak
+                self._as_caller(os.mkdir, at.name, mode | 0o300, dir_fd=at.dir_fd)
             with self.beneath.directory(lower) as inside:
                 iv = write_diriv(inside)  # durable before anything is created inside
             if mode & 0o300 != 0o300:  # keeping a set-group-ID bit inherited from the parent
-                with self.beneath.path(lower) as pinned:
-                    _chmod_nofollow(pinned, stat.S_IMODE(os.lstat(pinned).st_mode) & ~0o300 | mode & 0o300)
+                with self.beneath.path(lower) as at:
+                    now = stat.S_IMODE(os.stat(at.name, dir_fd=at.dir_fd, follow_symlinks=False).st_mode)
+                    _chmod_nofollow(at.dir_fd, at.name, now & ~0o300 | mode & 0o300)
         self.paths.forget(path)
         self.paths.remember_dir(path, lower, iv)
         return 0
@@ -572,8 +573,8 @@ class VolumeOps:
         lower = os.path.join(lower_parent, name)
         try:
             try:
-                with self.beneath.path(lower) as pinned:
-                    os.rmdir(pinned)
+                with self.beneath.path(lower) as at:
+                    os.rmdir(at.name, dir_fd=at.dir_fd)
             except OSError as e:
                 if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                     raise
@@ -584,8 +585,8 @@ class VolumeOps:
                     iv = self.paths.stored_diriv(inside)
                     os.unlink(os.path.join(inside, names.DIRIV))
                 try:
-                    with self.beneath.path(lower) as pinned:
-                        os.rmdir(pinned)
+                    with self.beneath.path(lower) as at:
+                        os.rmdir(at.name, dir_fd=at.dir_fd)
                 except OSError:
                     if iv is not None:
                         with self.beneath.directory(lower) as inside:
@@ -593,6 +594,7 @@ class VolumeOps:
                     raise
         finally:
             self.paths.forget(path)
+            self.beneath.forget(lower)
         self._remove_sidecar(lower_parent, name)
         return 0
 
@@ -608,8 +610,8 @@ class VolumeOps:
             os.close(self._hidden.pop(path))
             return 0
         lower_parent, name, _ = self.paths.entry(path)
-        with self.beneath.path(os.path.join(lower_parent, name)) as pinned:
-            os.unlink(pinned)
+        with self.beneath.path(os.path.join(lower_parent, name)) as at:
+            os.unlink(at.name, dir_fd=at.dir_fd)
         self._remove_sidecar(lower_parent, name)
         if self.links is not None:
             self._changed(self.links.removed(path))  # the other names' link count and ctime
@@ -644,6 +646,7 @@ class VolumeOps:
         finally:
             if moves_dir:  # every directory below moved too (and one may have been replaced)
                 self.paths.forget()
+                self.beneath.forget()
         if (old_parent, old_name) != (new_parent, new_name):
             self._remove_sidecar(old_parent, old_name)
         if self.links is not None:
@@ -653,8 +656,8 @@ class VolumeOps:
         return 0
 
     def _rename_lower(self, old_lower: str, new_lower: str) -> None:
-        with self.beneath.path(old_lower) as old_pinned, self.beneath.path(new_lower) as new_pinned:
-            os.rename(old_pinned, new_pinned)
+        with self.beneath.path(old_lower) as old, self.beneath.path(new_lower) as new:
+            os.rename(old.name, new.name, src_dir_fd=old.dir_fd, dst_dir_fd=new.dir_fd)
 
     def _hide(self, path: str, hidden: str) -> bool:
         """libfuse moving an open file out of the way of an unlink (or of a rename over it):
@@ -674,8 +677,8 @@ class VolumeOps:
             if held is None:
                 return False
             fd = os.dup(held)
-        with self.beneath.path(lower) as pinned:
-            os.unlink(pinned)
+        with self.beneath.path(lower) as at:
+            os.unlink(at.name, dir_fd=at.dir_fd)
         self._remove_sidecar(lower_parent, name)
         self._hidden[hidden] = fd
         if self.links is not None:
@@ -709,7 +712,8 @@ class VolumeOps:
         new_parent, new_name = self._new_entry(target)
         lower = os.path.join(new_parent, new_name)
         with self.beneath.path(self.paths.lower(source)) as src, self.beneath.path(lower) as dst:
-            os.link(src, dst, follow_symlinks=False)  # a lower symlink is never followed
+            # a lower symlink is never followed
+            os.link(src.name, dst.name, src_dir_fd=src.dir_fd, dst_dir_fd=dst.dir_fd, follow_symlinks=False)
         if self.links is not None:
             st = os.lstat(lower)
             key = (st.st_dev, st.st_ino)
@@ -730,8 +734,8 @@ class VolumeOps:
         if len(encoded) > 4095:
             raise _err(errno.ENAMETOOLONG)
         new_parent, new_name = self._new_entry(target)
-        with self.beneath.path(os.path.join(new_parent, new_name)) as pinned:
-            self._as_caller(os.symlink, encoded, pinned)
+        with self.beneath.path(os.path.join(new_parent, new_name)) as at:
+            self._as_caller(os.symlink, encoded, at.name, dir_fd=at.dir_fd)
         return 0
 
     def _read_link(self, lower: str) -> bytes:
@@ -754,8 +758,8 @@ class VolumeOps:
         if stat.S_IFMT(mode) not in _MKNOD_TYPES:
             raise _err(errno.EINVAL)
         lower_parent, name = self._new_entry(path)
-        with self.beneath.path(os.path.join(lower_parent, name)) as pinned:
-            self._as_caller(os.mknod, pinned, mode, dev)
+        with self.beneath.path(os.path.join(lower_parent, name)) as at:
+            self._as_caller(os.mknod, at.name, mode, dev, dir_fd=at.dir_fd)
         return 0
 
     # -- files ---------------------------------------------------------------------------
@@ -766,16 +770,15 @@ class VolumeOps:
         # O_NOFOLLOW always: the kernel resolves the caller's symlinks before asking the daemon,
         # so a lower symlink where a file should be was put there by someone writing the lower
         # directory, and following it would let them aim the daemon at any file (ELOOP instead)
-        nofollow = 0 if follow else os.O_NOFOLLOW
-        extra = flags & (os.O_CREAT | os.O_EXCL) | nofollow
-        with contextlib.nullcontext(lower) if follow else self.beneath.path(lower) as pinned:
-            try:
-                # read-modify-write of partial blocks needs read access even for write-only opens
-                return os.open(pinned, (os.O_RDONLY if self.read_only else os.O_RDWR) | extra | os.O_CLOEXEC, mode)
-            except PermissionError:
-                if access != os.O_RDONLY:
-                    raise
-                return os.open(pinned, os.O_RDONLY | nofollow | os.O_CLOEXEC)
+        opener = os.open if follow else self.beneath.open
+        try:
+            # read-modify-write of partial blocks needs read access even for write-only opens
+            both = os.O_RDONLY if self.read_only else os.O_RDWR
+            return opener(lower, both | flags & (os.O_CREAT | os.O_EXCL) | os.O_CLOEXEC, mode)
+        except PermissionError:
+            if access != os.O_RDONLY:
+                raise
+            return opener(lower, os.O_RDONLY | os.O_CLOEXEC, mode)
 
     def _new_handle(self, fd: int, path: str, lower: str, st: os.stat_result | None = None, append: bool = False) -> int:
         st = os.fstat(fd) if st is None else st

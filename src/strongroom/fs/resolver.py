@@ -3,9 +3,12 @@ directory's tweak, the tweak stored in the directory or derived from its parent'
 
 A path resolves through two caches: known directories (plaintext path -> lower path and tweak)
 and encrypted names ((tweak, plain name) -> lower name: a pure function of the two, so never
-stale).  Only a directory's own entry can go stale: rmdir drops that one, a directory rename
-drops them all.  (A cache of whole paths had to be cleared at every rmdir, after which each
-request re-read the tweak of every directory on its path, most of rm -rf's time.)
+stale).  The same pairs read backwards ((tweak, encrypted name) -> plain name) spare a listing
+the decryption of names the daemon has made or listed before: a lower name that was changed is
+another key, and decrypts (or fails) as it would have.  Only a directory's own entry can go
+stale: rmdir drops that one, a directory rename drops them all.  (A cache of whole paths had
+to be cleared at every rmdir, after which each request re-read the tweak of every directory on
+its path, most of rm -rf's time.)
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ class Resolver:
         self._dirs = Lru()
         self._dirs_gen = 0  # bumped whenever a directory entry is dropped
         self._names = Lru(4 * CACHE_ENTRIES)
+        self._plain = Lru(4 * CACHE_ENTRIES)
 
     def stored_diriv(self, lower_dir: str) -> bytes | None:
         """The tweak stored in a directory, None if it stores none."""
@@ -108,7 +112,19 @@ class Resolver:
                 raise OSError(code, os.strerror(code)) from None
             with self._lock:
                 self._names.put(key, hit)
+                self._plain.put((iv, hit[1] or hit[0]), os.fsencode(leaf))
         return lower_parent, iv, hit[0], hit[1]
+
+    def plain(self, encrypted: str, iv: bytes) -> bytes:
+        """The plain name of a full encrypted name in the directory with tweak ``iv``
+        (names.BadName if it does not decrypt there)."""
+        key = (iv, encrypted)
+        hit = self._plain.get(key)
+        if hit is None:
+            hit = self.cipher.decrypt(encrypted, iv)
+            with self._lock:
+                self._plain.put(key, hit)
+        return hit  # type: ignore[no-any-return]
 
     def lower(self, path: str) -> str:
         """The lower path of a plaintext path."""
