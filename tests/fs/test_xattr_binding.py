@@ -58,6 +58,10 @@ def test_the_binding_follows_a_file_through_its_life(tmp_path: Path) -> None:
         os.setxattr(f, "user.note", b"kept")
         f.write_bytes(b"now with content")  # a header and a file id
         assert os.getxattr(f, "user.note") == b"kept"
+        with open(m.mnt / "new", "xb") as out:  # made, given a value, then written while open
+            os.setxattr(m.mnt / "new", "user.note", b"early")
+            out.write(b"first bytes")
+        assert os.getxattr(m.mnt / "new", "user.note") == b"early"
         os.truncate(f, 0)  # no header again
         assert os.getxattr(f, "user.note") == b"kept"
         with open(f, "ab") as out:

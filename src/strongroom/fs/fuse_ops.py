@@ -190,6 +190,9 @@ class _File:
     opens: int = 0
     read_end: int = -1  # where the last read ended (plaintext): the next one there is sequential
     ahead: int = 0  # the lower file is asked into the page cache up to here
+    # made by this daemon moments ago with no attribute set since: its first write need not look
+    # for attribute values to bind to its new file id
+    no_xattrs: bool = False
 
 
 @dataclass
@@ -814,9 +817,18 @@ class VolumeOps:
         self._writable()
         lower_parent, name = self._new_entry(path)
         lower = os.path.join(lower_parent, name)
-        fd = self._as_caller(self._open_lower, lower, (flags | os.O_CREAT) & ~os.O_TRUNC, mode)
+        made = True
+        try:
+            fd = self._as_caller(self._open_lower, lower, (flags | os.O_CREAT | os.O_EXCL) & ~os.O_TRUNC, mode)
+        except FileExistsError:  # the kernel thought the name free; someone made it meanwhile
+            if flags & os.O_EXCL:
+                raise
+            made = False
+            fd = self._as_caller(self._open_lower, lower, (flags | os.O_CREAT) & ~os.O_TRUNC, mode)
         st = os.fstat(fd)
         fh = self._new_handle(fd, path, lower, st, append=bool(flags & os.O_APPEND))
+        if made:
+            self._files[st.st_dev, st.st_ino].no_xattrs = True
         if st.st_size:  # create on an existing file truncates it (O_TRUNC semantics)
             self.truncate(path, 0, fh)
         return fh
@@ -1062,8 +1074,9 @@ class VolumeOps:
             if os.pwritev(h.fd, [buf], at) != len(buf):
                 raise _err(errno.EIO)
         f.cipher = cipher
-        if size == 0 and self.bound_xattrs:  # the file has an id now: its attributes follow
+        if size == 0 and self.bound_xattrs and not f.no_xattrs:  # the file has an id now: its attributes follow
             self._rebind_xattrs(h.fd, xattrs_mod.EMPTY, xattrs_mod.file_binding(cipher.file_id))
+        f.no_xattrs = False
 
     def truncate(self, path: str, length: int, fh: int | None = None) -> int:
         self._check(path, write=True)
@@ -1227,6 +1240,9 @@ class VolumeOps:
             lower_name = self.xattrs.lower_name(name)
         except names.BadName:
             raise _err(errno.ENOTSUP) from None
+        with self._lock:  # rare: every file's first write looks for values again
+            for f in self._files.values():
+                f.no_xattrs = False
         with self._reach(path) as (node, is_fd):
             sealed = self.xattrs.seal_value(lower_name, value, self._xattr_binding(path, node, is_fd))
             os.setxattr(node, lower_name, sealed, options, follow_symlinks=is_fd)
