@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from strongroom.crypto import aead, kdf
+from strongroom.crypto import aead, kdf, sealedbox
 from strongroom.server import storage as st
 from strongroom.server.storage import Tx
 
@@ -117,8 +117,15 @@ class Barrier:
         with self._lock:
             self._keys = None
 
-    def unseal_key(self) -> bytes:
-        return self._current().unseal
+    def grant(self, public: bytes, aad: bytes) -> bytes:
+        """The unseal key sealed to another server process's box key (nodes.py): the only form
+        in which it leaves this object."""
+        return sealedbox.seal_to(public, self._current().unseal, aad)
+
+    def unseal_with_grant(self, tx: Tx, box: sealedbox.BoxKey, grant: bytes, aad: bytes, epoch: int) -> None:
+        """Unseal with a grant another process sealed to ``box`` (aead.DecryptionError if it does
+        not open, WrongPassphrase if what it holds opens nothing)."""
+        self.unseal(tx, box.open(grant, aad), epoch)
 
     def _current(self) -> _Keys:
         keys = self._keys

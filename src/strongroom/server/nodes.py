@@ -2,8 +2,9 @@
 
 Each process registers an in-memory X25519 key (authenticated with the data dir's
 node key, so a database writer cannot enrol a node of its own).  An unsealed process
-seals the unseal key to each registered node that lacks it; a sealed process picks
-its grant up and unseals.  Sealing bumps the epoch and every process drops its keys.
+has its barrier seal the unseal key to each registered node that lacks it; a sealed process
+hands its grant to its barrier to unseal.  The unseal key itself never passes through here.
+Sealing bumps the epoch and every process drops its keys.
 """
 
 from __future__ import annotations
@@ -72,13 +73,12 @@ class NodeAgent:
                 box = tx.value("SELECT box FROM grants WHERE node_id = ? AND epoch = ?", self.node_id, epoch)
                 if box is not None:
                     try:
-                        self.barrier.unseal(tx, self.box.open(bytes(box), _grant_aad(self.node_id, epoch)), epoch)
+                        self.barrier.unseal_with_grant(tx, self.box, bytes(box), _grant_aad(self.node_id, epoch), epoch)
                         log.info("unsealed by a grant from another server process")
                     except (aead.DecryptionError, barrier_mod.WrongPassphrase, ValueError):
                         log.error("a grant for this process did not open; ignoring it")
                 return
             self.barrier.refresh(tx)
-            unseal_key = self.barrier.unseal_key()
             have = {r[0] for r in tx.all("SELECT node_id FROM grants WHERE epoch = ?", epoch)}
             for node_id, public, tag in tx.all("SELECT id, public_key, tag FROM nodes WHERE heartbeat > ?", now - LIVE_SECONDS):
                 if node_id in have or node_id == self.node_id:
@@ -86,7 +86,7 @@ class NodeAgent:
                 if not hmac.compare_digest(bytes(tag), self._tag(node_id, bytes(public))):
                     log.error("node row %s is not signed with this data dir's node key; not unsealing it", node_id)
                     continue
-                box = sealedbox.seal_to(bytes(public), unseal_key, _grant_aad(node_id, epoch))
+                box = self.barrier.grant(bytes(public), _grant_aad(node_id, epoch))
                 tx.run("INSERT INTO grants (node_id, epoch, box) VALUES (?, ?, ?)", node_id, epoch, box)
             if now - self._last_cleanup > 10:
                 self._last_cleanup = now
