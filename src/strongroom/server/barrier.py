@@ -156,23 +156,37 @@ class Barrier:
         return self._current().audit
 
     # -- deposits ---------------------------------------------------------------------
-    def seal_deposit(self, tx: Tx, deposit_id: int, owner: str, version: int, plaintext: bytes) -> tuple[int, bytes, bytes]:
-        """Returns (master generation, wrapped data key, ciphertext) for a new version.
-
-        The caller holds the audit-head lock, so the generation read here is current.
-        """
+    def write_version(self, tx: Tx, deposit_id: int, owner: str, version: int, plaintext: bytes, created: float) -> None:
+        """Store a new deposit version sealed under a fresh data key, itself wrapped under the
+        current master key.  The caller holds the audit-head lock, so the generation read here
+        is current."""
         self.refresh(tx)
         keys = self._current()
         dk = aead.new_key()
-        wrapped = aead.wrap_key(keys.master, dk, dk_aad(deposit_id, owner, version))
-        return keys.master_gen, wrapped, aead.seal(dk, plaintext, _content_aad(deposit_id, owner, version))
+        tx.run(
+            "INSERT INTO deposit_versions (deposit_id, version, master_gen, wrapped_key, ciphertext, created) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            deposit_id,
+            version,
+            keys.master_gen,
+            aead.wrap_key(keys.master, dk, dk_aad(deposit_id, owner, version)),
+            aead.seal(dk, plaintext, _content_aad(deposit_id, owner, version)),
+            created,
+        )
 
-    def open_deposit(
-        self, tx: Tx, deposit_id: int, owner: str, version: int, gen: int, wrapped: bytes, ciphertext: bytes
-    ) -> bytes:
-        keys = self._keys_for(tx, gen)
-        dk = aead.unwrap_key(keys.master, wrapped, dk_aad(deposit_id, owner, version))
-        return aead.open_(dk, ciphertext, _content_aad(deposit_id, owner, version))
+    def read_version(self, tx: Tx, deposit_id: int, owner: str, version: int) -> bytes:
+        """A deposit version's plaintext; aead.DecryptionError if its row is missing or was
+        altered (moved to another deposit, owner or version included)."""
+        row = tx.one(
+            "SELECT master_gen, wrapped_key, ciphertext FROM deposit_versions WHERE deposit_id = ? AND version = ?",
+            deposit_id,
+            version,
+        )
+        if row is None:
+            raise aead.DecryptionError("version row missing")
+        keys = self._keys_for(tx, row[0])
+        dk = aead.unwrap_key(keys.master, bytes(row[1]), dk_aad(deposit_id, owner, version))
+        return aead.open_(dk, bytes(row[2]), _content_aad(deposit_id, owner, version))
 
     # -- rotation ---------------------------------------------------------------------
     def rotate(self, tx: Tx) -> int:

@@ -404,17 +404,7 @@ class Service:
             tx.run("UPDATE deposits SET latest_version = ?, updated = ? WHERE id = ?", version, now, deposit_id)
             if policy is not None:
                 self._set_policy(tx, deposit_id, rows, policy)
-        gen, wrapped, ct = self.barrier.seal_deposit(tx, deposit_id, me.id, version, data)
-        tx.run(
-            "INSERT INTO deposit_versions (deposit_id, version, master_gen, wrapped_key, ciphertext, created) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            deposit_id,
-            version,
-            gen,
-            wrapped,
-            ct,
-            now,
-        )
+        self.barrier.write_version(tx, deposit_id, me.id, version, data, now)
         ctx.audit.append(me.id, "put", f"{me.id}/{name}", "ok", version=version, bytes=len(data))
         return {"name": name, "owner": me.id, "version": version}
 
@@ -456,13 +446,8 @@ class Service:
         if dep.expires_at is not None and now >= dep.expires_at:
             ctx.audit.append(me.id, "get", target, "denied", reason="expired")
             raise Refused(Gone("deposit has expired"))
-        row = tx.one(
-            "SELECT master_gen, wrapped_key, ciphertext FROM deposit_versions WHERE deposit_id = ? AND version = ?", dep.id, v
-        )
         try:
-            if row is None:
-                raise aead.DecryptionError("version row missing")
-            data = self.barrier.open_deposit(tx, dep.id, dep.owner_id, v, row[0], bytes(row[1]), bytes(row[2]))
+            data = self.barrier.read_version(tx, dep.id, dep.owner_id, v)
         except aead.DecryptionError:
             log.error("deposit %s version %d failed authentication: the database row was altered", target, v)
             ctx.audit.append(me.id, "get", target, "error", reason="ciphertext failed authentication", version=v)
