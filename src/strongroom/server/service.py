@@ -99,7 +99,7 @@ class ClientRow:
     public_key: bytes
 
 
-_CLIENT_COLS = "id, org_id, name, role, status, public_key"
+_CLIENT_COLS = st.columns_of(ClientRow, st.clients)
 
 
 def _client(row: tuple[Any, ...] | None) -> ClientRow | None:
@@ -120,7 +120,7 @@ class DepositRow:
     updated: float
 
 
-_DEPOSIT_COLS = "id, owner_id, name, latest_version, expires_at, not_before, max_retrievals, retrievals, created, updated"
+_DEPOSIT_COLS = st.columns_of(DepositRow, st.deposits)
 
 
 def _deposit(row: tuple[Any, ...] | None) -> DepositRow | None:

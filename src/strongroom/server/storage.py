@@ -13,6 +13,7 @@ exact and the audit chain linear.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 import sqlite3
@@ -525,3 +526,13 @@ def get_meta(tx: Tx, key: str) -> str | None:
 def set_meta(tx: Tx, key: str, value: str) -> None:
     if tx.run("UPDATE meta SET value = ? WHERE key = ?", value, key) == 0:
         tx.run("INSERT INTO meta (key, value) VALUES (?, ?)", key, value)
+
+
+def columns_of(row_type: Any, table: Table) -> str:
+    """The SELECT list for a row dataclass: its fields in order, each checked to be a column of
+    ``table``, so a row type and its table cannot drift apart unnoticed."""
+    names = [f.name for f in dataclasses.fields(row_type)]
+    missing = [n for n in names if n not in table.c]
+    if missing:
+        raise RuntimeError(f"{row_type.__name__} names columns {table.name} lacks: {missing}")
+    return ", ".join(names)
