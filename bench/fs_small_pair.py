@@ -70,6 +70,19 @@ def main() -> None:
             for op in ops
         )
         print(f"{s.name}: {cells}")
+    # Paired: each round's ratio to every earlier build measured in the same round, then the median
+    # (steadier on a noisy machine than a ratio of medians).
+    this = systems[-1].name
+    for base in systems[1:-1]:
+        cells = ", ".join(
+            f"{op} {_paired(wall[this][op], wall[base.name][op]):.2f} / {_paired(cpu[this][op], cpu[base.name][op]):.2f}"
+            for op in ops
+        )
+        print(f"this vs {base.name} (paired median ratio, wall / daemon CPU): {cells}")
+
+
+def _paired(after: list[float], before: list[float]) -> float:
+    return statistics.median(a / b for a, b in zip(after, before, strict=True) if b > 0)
 
 
 if __name__ == "__main__":
