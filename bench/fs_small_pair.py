@@ -13,19 +13,16 @@ time (user + system, from /proc) for each; medians over rounds, and each one's r
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import tempfile
 from pathlib import Path
 
-from strongroom.bench.fs import Gocryptfs, Strongroom, System, _timed, drop_caches, make_tree_tar
+from strongroom.bench import procs
+from strongroom.bench.fs import Gocryptfs, Strongroom, System, _timed, drop_caches, make_tree_tar, paired_ratio
 
 
 def cpu_seconds(pid: int | None) -> float:
-    if pid is None:
-        return 0.0
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return 0.0 if pid is None else procs.cpu_seconds([pid])
 
 
 def main() -> None:
@@ -70,19 +67,14 @@ def main() -> None:
             for op in ops
         )
         print(f"{s.name}: {cells}")
-    # Paired: each round's ratio to every earlier build measured in the same round, then the median
-    # (steadier on a noisy machine than a ratio of medians).
     this = systems[-1].name
     for base in systems[1:-1]:
         cells = ", ".join(
-            f"{op} {_paired(wall[this][op], wall[base.name][op]):.2f} / {_paired(cpu[this][op], cpu[base.name][op]):.2f}"
+            f"{op} {paired_ratio(wall[this][op], wall[base.name][op]):.2f}"
+            f" / {paired_ratio(cpu[this][op], cpu[base.name][op]):.2f}"
             for op in ops
         )
         print(f"this vs {base.name} (paired median ratio, wall / daemon CPU): {cells}")
-
-
-def _paired(after: list[float], before: list[float]) -> float:
-    return statistics.median(a / b for a, b in zip(after, before, strict=True) if b > 0)
 
 
 if __name__ == "__main__":

@@ -186,6 +186,12 @@ def peak_rss_mib(pid: int | None) -> float | None:
     return None
 
 
+def paired_ratio(after: list[float], before: list[float]) -> float:
+    """The median of per-round ratios of two builds measured in the same rounds: steadier on a
+    noisy machine than a ratio of medians."""
+    return statistics.median(a / b for a, b in zip(after, before, strict=True) if b > 0)
+
+
 def _cpu_s(pid: int | None) -> float:
     """A daemon's CPU time so far (user + system), 0 for no daemon: steadier than wall time on a
     noisy machine, and what a change to the daemon moves."""
