@@ -19,7 +19,6 @@ import errno
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 
 _SYS_OPENAT2 = 437  # x86-64 and arm64 alike
@@ -96,7 +95,7 @@ class Beneath:
         self.root_fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         self._clock = clock
         self._lock = threading.Lock()
-        self._held: OrderedDict[str, _Held] = OrderedDict()
+        self._held: dict[str, _Held] = {}  # in the order opened
         self._gen = 0  # bumped by forget: a directory opened before it is not kept
 
     def close(self) -> None:
@@ -134,18 +133,36 @@ class Beneath:
                 _has_openat2 = False
         return _walk(self.root_fd, rel, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
 
-    def _hold(self, rel: str) -> _Held:
-        """The directory ``rel``, kept or opened now, with one more user."""
+    def path(self, lower: str) -> Entry:
+        """The lower entry ``lower`` as (a pinned directory, a name in it), valid inside the
+        ``with`` block.  An entry in the root needs no descriptor of its own; the root itself is
+        named by its absolute path (it was chosen by the mount)."""
+        # On every change the daemon makes: the common case (a normal path below the root, its
+        # parent kept) makes no further call.
+        if lower.startswith(self._prefix) and "/." not in lower and "//" not in lower and lower[-1] != "/":
+            rel = lower[len(self._prefix) :]
+        else:
+            rel = self._relative(lower)
+            if not rel:
+                return Entry(self.root_fd, self.root, None)
+        parent, _, name = rel.rpartition("/")
+        if not parent:
+            return Entry(self.root_fd, name, None)
         now = self._clock()
         with self._lock:
-            held = self._held.get(rel)
-            if held is not None:
-                if now - held.born < DIR_CACHE_S:
-                    held.users += 1
-                    self._held.move_to_end(rel)
-                    return held
-                del self._held[rel]
-                held.drop()
+            held = self._held.get(parent)
+            if held is not None and now - held.born < DIR_CACHE_S:
+                held.users += 1
+                return Entry(held.fd, name, held)
+        held = self._hold(parent, now)
+        return Entry(held.fd, name, held)
+
+    def _hold(self, rel: str, now: float) -> _Held:
+        """The directory ``rel`` opened now (replacing an expired one), with one user."""
+        with self._lock:
+            old = self._held.pop(rel, None)
+            if old is not None:
+                old.drop()
             gen = self._gen
         held = _Held(self._open_rel(rel), now, self._lock)
         with self._lock:
@@ -156,22 +173,9 @@ class Beneath:
             if old is not None:
                 old.drop()
             self._held[rel] = held
-            while len(self._held) > DIR_CACHE:
-                self._held.popitem(last=False)[1].drop()
+            while len(self._held) > DIR_CACHE:  # the first opened goes first; all expire within DIR_CACHE_S
+                self._held.pop(next(iter(self._held))).drop()
         return held
-
-    def path(self, lower: str) -> Entry:
-        """The lower entry ``lower`` as (a pinned directory, a name in it), valid inside the
-        ``with`` block.  An entry in the root needs no descriptor of its own; the root itself is
-        named by its absolute path (it was chosen by the mount)."""
-        rel = self._relative(lower)
-        if not rel:
-            return Entry(self.root_fd, self.root, None)
-        parent, _, name = rel.rpartition("/")
-        if not parent:
-            return Entry(self.root_fd, name, None)
-        held = self._hold(parent)
-        return Entry(held.fd, name, held)
 
     def open(self, lower: str, flags: int, mode: int = 0o600) -> int:
         """os.open of the lower entry ``lower`` itself (ELOOP if it is a symlink)."""
@@ -253,6 +257,7 @@ class Entry:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._held is not None:
-            self._held.release()
+        held = self._held
+        if held is not None:
             self._held = None
+            held.release()

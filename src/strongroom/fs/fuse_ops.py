@@ -226,6 +226,8 @@ class VolumeOps:
         bound_xattrs: bool = True,
     ) -> None:
         self.root = os.path.abspath(lower_root)
+        if self.root == "/":  # lower paths are joined as parent + "/" + name below
+            raise ValueError("the root directory cannot be a volume")
         self.beneath = Beneath(self.root)  # every lower entry a change reaches, reached without symlinks
         self.keys = keys
         self.read_only = read_only
@@ -521,7 +523,7 @@ class VolumeOps:
         did; each entry's attributes are read when it is sent (``entry_stat``)."""
         out = []
         for plain, entry, lower_dir in self._listing(path):
-            out.append((plain, os.path.join(lower_dir, entry.name), entry.inode(), _kind(entry)))
+            out.append((plain, f"{lower_dir}/{entry.name}", entry.inode(), _kind(entry)))
         lower_dir = self.paths.lower(path)
         parent = os.path.dirname(lower_dir) if lower_dir != self.root else lower_dir
         here, up = self._dots(path)
@@ -550,7 +552,7 @@ class VolumeOps:
         lower_parent, parent_iv, name, full = self.paths.locate(path)
         if full is not None:
             self._write_sidecar(lower_parent, name, full)
-        lower = os.path.join(lower_parent, name)
+        lower = f"{lower_parent}/{name}"
         if self.derived_tweaks:
             # The tweak is a function of the parent's and this entry's name: durable with the entry.
             with self.beneath.path(lower) as at:
@@ -573,7 +575,7 @@ class VolumeOps:
         self._check(path, write=True)
         self._writable()
         lower_parent, name, _ = self.paths.entry(path)
-        lower = os.path.join(lower_parent, name)
+        lower = f"{lower_parent}/{name}"
         try:
             try:
                 with self.beneath.path(lower) as at:
@@ -613,7 +615,7 @@ class VolumeOps:
             os.close(self._hidden.pop(path))
             return 0
         lower_parent, name, _ = self.paths.entry(path)
-        with self.beneath.path(os.path.join(lower_parent, name)) as at:
+        with self.beneath.path(f"{lower_parent}/{name}") as at:
             os.unlink(at.name, dir_fd=at.dir_fd)
         self._remove_sidecar(lower_parent, name)
         if self.links is not None:
@@ -630,9 +632,9 @@ class VolumeOps:
             return 0
         old_parent, old_name, _ = self.paths.entry(old)
         new_parent, new_name = self._new_entry(new)
-        old_lower = os.path.join(old_parent, old_name)
+        old_lower = f"{old_parent}/{old_name}"
         moves_dir = stat.S_ISDIR(os.lstat(old_lower).st_mode)
-        new_lower = os.path.join(new_parent, new_name)
+        new_lower = f"{new_parent}/{new_name}"
         if moves_dir and (old_parent, old_name) != (new_parent, new_name):
             self._keep_tweak(old, old_lower)
         try:
@@ -669,7 +671,7 @@ class VolumeOps:
         unlink of that name at the last close.  False if ``path`` is no open file (a caller's own
         rename to such a name, done as asked)."""
         lower_parent, name, _ = self.paths.entry(path)
-        lower = os.path.join(lower_parent, name)
+        lower = f"{lower_parent}/{name}"
         try:
             st = os.lstat(lower)
         except FileNotFoundError:
@@ -713,7 +715,7 @@ class VolumeOps:
         if self._hidden and source in self._hidden:
             raise _err(errno.ENOENT)
         new_parent, new_name = self._new_entry(target)
-        lower = os.path.join(new_parent, new_name)
+        lower = f"{new_parent}/{new_name}"
         with self.beneath.path(self.paths.lower(source)) as src, self.beneath.path(lower) as dst:
             # a lower symlink is never followed
             os.link(src.name, dst.name, src_dir_fd=src.dir_fd, dst_dir_fd=dst.dir_fd, follow_symlinks=False)
@@ -737,7 +739,7 @@ class VolumeOps:
         if len(encoded) > 4095:
             raise _err(errno.ENAMETOOLONG)
         new_parent, new_name = self._new_entry(target)
-        with self.beneath.path(os.path.join(new_parent, new_name)) as at:
+        with self.beneath.path(f"{new_parent}/{new_name}") as at:
             self._as_caller(os.symlink, encoded, at.name, dir_fd=at.dir_fd)
         return 0
 
@@ -761,7 +763,7 @@ class VolumeOps:
         if stat.S_IFMT(mode) not in _MKNOD_TYPES:
             raise _err(errno.EINVAL)
         lower_parent, name = self._new_entry(path)
-        with self.beneath.path(os.path.join(lower_parent, name)) as at:
+        with self.beneath.path(f"{lower_parent}/{name}") as at:
             self._as_caller(os.mknod, at.name, mode, dev, dir_fd=at.dir_fd)
         return 0
 
@@ -816,7 +818,7 @@ class VolumeOps:
         self._check(path, write=True)
         self._writable()
         lower_parent, name = self._new_entry(path)
-        lower = os.path.join(lower_parent, name)
+        lower = f"{lower_parent}/{name}"
         made = True
         try:
             fd = self._as_caller(self._open_lower, lower, (flags | os.O_CREAT | os.O_EXCL) & ~os.O_TRUNC, mode)

@@ -82,7 +82,7 @@ class Resolver:
             path, lower = "/", self.root
         else:
             lower_parent, parent_iv, name, _ = self.locate(path)
-            lower = os.path.join(lower_parent, name)
+            lower = f"{lower_parent}/{name}"  # the root is never "/" (VolumeOps)
         iv = self.stored_diriv(lower)
         if iv is None:
             if parent_iv is None or not self.derived_tweaks:
@@ -133,8 +133,8 @@ class Resolver:
         hit = self._dirs.get(path)
         if hit is not None:
             return str(hit[0])
-        lower_parent, name, _ = self.entry(path)
-        return os.path.join(lower_parent, name)
+        lower_parent, _, name, _ = self.locate(path)
+        return f"{lower_parent}/{name}"
 
     def remember_dir(self, path: str, lower: str, iv: bytes) -> None:
         """A directory just made: its lower path and tweak."""
