@@ -19,8 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from strongroom.bench import procs
-from strongroom.bench.fs import Strongroom, drop_caches, paired_ratio
+from strongroom.bench.fs import Strongroom, daemon_cpu_s, drop_caches, paired_ratio
 
 MIB = 1024
 
@@ -51,11 +50,10 @@ def main() -> None:
                     s.setup(True)
                     try:
                         pid = s.pid()
-                        assert pid is not None
-                        before, start = procs.cpu_seconds([pid]), time.monotonic()
+                        before, start = daemon_cpu_s(pid), time.monotonic()
                         subprocess.run(cmd(s.mnt), check=True)
                         wall[s.name][phase].append(time.monotonic() - start)
-                        cpu[s.name][phase].append(procs.cpu_seconds([pid]) - before)
+                        cpu[s.name][phase].append(daemon_cpu_s(pid) - before)
                         os.unlink(s.mnt / "big")
                     finally:
                         s.teardown()

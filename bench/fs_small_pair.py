@@ -17,12 +17,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from strongroom.bench import procs
-from strongroom.bench.fs import Gocryptfs, Strongroom, System, _timed, drop_caches, make_tree_tar, paired_ratio
-
-
-def cpu_seconds(pid: int | None) -> float:
-    return 0.0 if pid is None else procs.cpu_seconds([pid])
+from strongroom.bench.fs import Gocryptfs, Strongroom, System, _timed, daemon_cpu_s, drop_caches, make_tree_tar, paired_ratio
 
 
 def main() -> None:
@@ -54,9 +49,9 @@ def main() -> None:
                 for op in ops:
                     if op in ("tar x", "ls -lR"):  # rm -rf follows the listing, as in the full bench
                         drop_caches()
-                    before = cpu_seconds(pid)
+                    before = daemon_cpu_s(pid)
                     wall[s.name][op].append(_timed(cmds[op]))
-                    cpu[s.name][op].append(cpu_seconds(pid) - before)
+                    cpu[s.name][op].append(daemon_cpu_s(pid) - before)
             finally:
                 s.teardown()
     ref = {op: statistics.median(v) for op, v in wall["gocryptfs"].items()}

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from strongroom.bench import procs
 from strongroom.fs import mount as fs_mount
 
 # AES-NI (and the carry-less multiply GCM needs) off: the cryptography wheel's OpenSSL needs VAES
@@ -192,16 +193,10 @@ def paired_ratio(after: list[float], before: list[float]) -> float:
     return statistics.median(a / b for a, b in zip(after, before, strict=True) if b > 0)
 
 
-def _cpu_s(pid: int | None) -> float:
+def daemon_cpu_s(pid: int | None) -> float:
     """A daemon's CPU time so far (user + system), 0 for no daemon: steadier than wall time on a
     noisy machine, and what a change to the daemon moves."""
-    if pid is None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return 0.0 if pid is None else procs.cpu_seconds([pid])
 
 
 def run_suite(system: System, aesni: bool, big: Path, tree_tar: Path, mib: int) -> dict[str, Any]:
@@ -212,9 +207,9 @@ def run_suite(system: System, aesni: bool, big: Path, tree_tar: Path, mib: int) 
 
         def phase(name: str, cmd: list[str] | Callable[[], object]) -> None:
             pid = system.pid()
-            cpu = _cpu_s(pid)
+            cpu = daemon_cpu_s(pid)
             row[f"{name}_s"] = _timed(cmd)
-            row[f"cpu_{name}_s"] = _cpu_s(pid) - cpu
+            row[f"cpu_{name}_s"] = daemon_cpu_s(pid) - cpu
 
         drop_caches()
         phase("write", ["dd", "if=/dev/zero", f"of={m}/seq", "bs=1M", f"count={mib}", "conv=fsync", "status=none"])
