@@ -452,15 +452,24 @@ class VolumeOps:
         them: a nanosecond value of UTIME_NOW or UTIME_OMIT means what it means there."""
         self._check(path, write=True)
         self._writable()
-        times = (_Timespec * 2)(_Timespec(*atime), _Timespec(*mtime))
         node, is_fd = self._node(path)
-        if is_fd:
-            done = _utimensat(node, None, times, 0)
+        if atime[1] not in (UTIME_NOW, UTIME_OMIT) and mtime[1] not in (UTIME_NOW, UTIME_OMIT):
+            # the common case (tar, cp -p, rsync) needs no ctypes call: os.utime takes nanoseconds
+            ns = (atime[0] * 1_000_000_000 + atime[1], mtime[0] * 1_000_000_000 + mtime[1])
+            if is_fd:
+                os.utime(node, ns=ns)
+            else:
+                with self.beneath.path(str(node)) as at:
+                    os.utime(at.name, ns=ns, dir_fd=at.dir_fd, follow_symlinks=False)
         else:
-            with self.beneath.path(str(node)) as at:
-                done = _utimensat(at.dir_fd, os.fsencode(at.name), times, _AT_SYMLINK_NOFOLLOW)
-        if done != 0:
-            raise _err(ctypes.get_errno())
+            times = (_Timespec * 2)(_Timespec(*atime), _Timespec(*mtime))
+            if is_fd:
+                done = _utimensat(node, None, times, 0)
+            else:
+                with self.beneath.path(str(node)) as at:
+                    done = _utimensat(at.dir_fd, os.fsencode(at.name), times, _AT_SYMLINK_NOFOLLOW)
+            if done != 0:
+                raise _err(ctypes.get_errno())
         self._changed_path(path)
         return 0
 
