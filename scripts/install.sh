@@ -35,5 +35,5 @@ cc -O2 -Wall -shared -fPIC -o src/strongroom/fs/libsrblocks.so src/strongroom/fs
 # The access checks' process identity (/proc reads in one call, on every checked open).
 cc -O2 -Wall -shared -fPIC -o src/strongroom/fs/libsrproc.so src/strongroom/fs/procid.c
 # The mount's /dev/fuse I/O: takes set-id clearing over from the kernel (libfuse 3.14 cannot ask).
-cc -O2 -Wall -shared -fPIC -o src/strongroom/fs/libsrfuseio.so src/strongroom/fs/fuseio.c -l:libfuse3.so.3
+cc -O2 -Wall -shared -fPIC -o src/strongroom/fs/libsrfuseio.so src/strongroom/fs/fuseio.c src/strongroom/fs/setid.c src/strongroom/fs/baton.c -l:libfuse3.so.3
 echo "install.sh: ready (.venv/bin/strongroom)"

@@ -12,14 +12,14 @@ import pytest
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from strongroom.fs import fuseio, procid
     from strongroom.fs import native as fs_native
-    from strongroom.fs import procid
     from strongroom.rng import native as rng_native
 
     built = Path(os.environ["STRONGROOM_TEST_SANITIZED_DIR"])
-    for module in (fs_native, procid, rng_native):
+    for module in (fs_native, procid, rng_native, fuseio):
         module.LIBRARY = built / module.LIBRARY.name
-    for loader in (fs_native.lib, procid._lib, rng_native.lib):
+    for loader in (fs_native.lib, procid._lib, rng_native.lib, fuseio._lib):
         loader.cache_clear()  # type: ignore[attr-defined]
         if loader() is None:
             raise pytest.UsageError(f"{loader.__module__}: the sanitized helper did not load")

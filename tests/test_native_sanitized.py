@@ -2,7 +2,8 @@
 UndefinedBehaviorSanitizer (any report aborts the run): every out-of-bounds access, use after
 free or undefined operation the tests can reach fails here.  The helpers' tests compare each C
 path with its Python oracle on many inputs and call every entry point with sizes it must refuse.
-fuseio.c (the mount's /dev/fuse shim) runs inside a FUSE daemon and is not covered here."""
+fuseio.c with its set-id shim and reader baton is driven on a socket pair (test_fuseio.py), as
+the kernel would drive it, without a mount."""
 
 from __future__ import annotations
 
@@ -17,11 +18,13 @@ BUILDS = {
     "libsrrng.so": (sorted(str(p) for p in (ROOT / "src/strongroom/rng").glob("*.c")), []),
     "libsrblocks.so": ([str(ROOT / "src/strongroom/fs/blockcrypt.c")], ["-lcrypto"]),
     "libsrproc.so": ([str(ROOT / "src/strongroom/fs/procid.c")], []),
+    "libsrfuseio.so": ([str(ROOT / f"src/strongroom/fs/{c}.c") for c in ("fuseio", "setid", "baton")], ["-l:libfuse3.so.3"]),
 }
 TESTS = [
     "tests/fs/test_blocks.py",
     "tests/fs/test_format.py",
     "tests/fs/test_procid.py",
+    "tests/fs/test_fuseio.py",
     "tests/rng/test_stats.py",
     "tests/rng/test_health.py",
     "tests/rng/test_native_lengths.py",

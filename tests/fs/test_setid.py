@@ -2,7 +2,9 @@
 the kernel (FUSE_HANDLE_KILLPRIV_V2, negotiated by fuseio.c because libfuse 3.14 cannot): the
 daemon clears them on a write, a truncate or an O_TRUNC open by a caller without CAP_FSETID
 (set-group-ID only on a group-executable file), and the lower chown clears them on any chown.
-The unprivileged caller here is a child process that dropped to nobody."""
+The unprivileged caller here is a child process that dropped to nobody.  Every test runs twice:
+with the set-id shim (the default) and without it (--no-setid-shim: the kernel clears the bits
+itself, with its own extra requests), and the result must be the same."""
 
 from __future__ import annotations
 
@@ -25,12 +27,12 @@ from tests.fs.mounts import Mount
 NOBODY = 65534
 
 
-@pytest.fixture
-def shared() -> Iterator[Mount]:
+@pytest.fixture(params=["--setid-shim", "--no-setid-shim"])
+def shared(request: pytest.FixtureRequest) -> Iterator[Mount]:
     """A mount other users can reach (allow_other, and parents they may traverse)."""
     root = Path(tempfile.mkdtemp(prefix="sr-setid-"))
     root.chmod(0o755)
-    m = Mount(root).init().start("--allow-other")
+    m = Mount(root).init().start("--allow-other", request.param)
     m.mnt.chmod(0o777)
     yield m
     m.stop()
@@ -59,12 +61,14 @@ def made(m: Mount, name: str, mode: int) -> Path:
     return path
 
 
-def test_the_kernel_leaves_set_id_bits_to_the_daemon(shared: Mount) -> None:
+def test_who_clears_set_id_bits_is_as_asked(shared: Mount, request: pytest.FixtureRequest) -> None:
     assert fuseio.available(), "libsrfuseio.so is built by scripts/install.sh"
     deadline = time.monotonic() + 10  # the line is written by a thread once INIT is answered
     while "set-id bits are cleared" not in shared.log.read_text() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert "set-id bits are cleared by the daemon" in shared.log.read_text()
+    who = "daemon" if "--setid-shim" in request.node.callspec.params.values() else "kernel"
+    assert f"set-id bits are cleared by the {who}" in shared.log.read_text()
+    assert "requests are read by one libfuse thread at a time (reader baton)" in shared.log.read_text()
 
 
 def test_a_write_by_an_unprivileged_caller_clears_set_id_bits(shared: Mount) -> None:
@@ -97,6 +101,12 @@ def test_an_o_trunc_open_by_an_unprivileged_caller_clears_set_id_bits(shared: Mo
     path = made(shared, "f", 0o6777)
     as_nobody(f"os.close(os.open({str(path)!r}, os.O_WRONLY | os.O_TRUNC))")
     assert mode_of(path) == 0o777 and path.read_bytes() == b""
+
+
+def test_an_o_trunc_open_by_root_keeps_set_id_bits(shared: Mount) -> None:
+    path = made(shared, "f", 0o6777)
+    os.close(os.open(path, os.O_WRONLY | os.O_TRUNC))
+    assert mode_of(path) == 0o6777 and path.read_bytes() == b""
 
 
 def test_a_chown_clears_set_user_id_even_by_root(shared: Mount) -> None:

@@ -300,6 +300,20 @@ def fs_decrypt(
     "process, so requests do not wait for a sleeping CPU to wake (a large gain on virtual "
     "machines, for one CPU's time while busy).",
 )
+@click.option(
+    "--setid-shim/--no-setid-shim",
+    default=True,
+    show_default=True,
+    help="Clear set-user-ID and set-group-ID bits in the daemon, sparing the kernel's own checks "
+    "(a request before every write and chown); off, the kernel clears them (same result, slower).",
+)
+@click.option(
+    "--reader-baton/--no-reader-baton",
+    default=True,
+    show_default=True,
+    help="Let one libfuse thread read requests at a time, so a stream of small requests stays on one "
+    "thread; off, every idle thread reads (slower on metadata-heavy work).",
+)
 @passphrase_option
 @profile_option
 @_fs_errors
@@ -312,6 +326,8 @@ def fs_mount(
     attr_timeout: float,
     acl_timeout: float,
     keep_warm: bool,
+    setid_shim: bool,
+    reader_baton: bool,
     passphrase_file: Path | None,
     profile: Path | None,
     servers: tuple[str, ...],
@@ -336,32 +352,7 @@ def fs_mount(
     keys = _volume_keys(volume, passphrase_file, profile, servers)  # fails here, in the caller's terminal, if refused
     trustee = cfg.sources("trustee")
     report_to = (lambda: _trustee_client(profile, servers, trustee[0])) if trustee else None
-    if foreground:
-        import logging
-
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-        try:
-            mount.run(
-                volume,
-                mountpoint,
-                keys,
-                cfg.long_name_max,
-                allow_other,
-                read_only,
-                attr_timeout=attr_timeout,
-                report_to=report_to,
-                acl_timeout=acl_timeout,
-                derived_tweaks=cfg.derived_tweaks,
-                holes=cfg.holes,
-                bound_xattrs=cfg.bound_xattrs,
-                keep_warm=keep_warm,
-            )
-        except mount.MountError as e:
-            raise CliError(str(e)) from None
-        return
-    from strongroom.daemon import DetachError, log_handler, run_detached
-
-    def serve(ready: Callable[[], None]) -> None:
+    def serve(ready: Callable[[], None] | None) -> None:
         mount.run(
             volume,
             mountpoint,
@@ -377,7 +368,20 @@ def fs_mount(
             holes=cfg.holes,
             bound_xattrs=cfg.bound_xattrs,
             keep_warm=keep_warm,
+            setid_shim=setid_shim,
+            reader_baton=reader_baton,
         )
+
+    if foreground:
+        import logging
+
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        try:
+            serve(None)
+        except mount.MountError as e:
+            raise CliError(str(e)) from None
+        return
+    from strongroom.daemon import DetachError, log_handler, run_detached
 
     try:
         run_detached(serve, lambda: log_handler(None))

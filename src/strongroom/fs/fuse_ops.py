@@ -110,6 +110,7 @@ def _drop_setid(fd: int) -> None:
         os.fchmod(fd, stat.S_IMODE(mode) & ~drop)
 
 
+_CAP_FSETID = 4  # linux/capability.h
 FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE = 0x01, 0x02, 0x10
 
 
@@ -815,8 +816,27 @@ class VolumeOps:
         if flags & os.O_APPEND and st.st_nlink > 1:
             self._handles[fh].direct_io = True
         if flags & os.O_TRUNC and flags & os.O_ACCMODE != os.O_RDONLY:
+            if self.kill_requested is _never and st.st_mode & (stat.S_ISUID | stat.S_ISGID) and self._caller_lacks_fsetid():
+                _drop_setid(fd)
             self.truncate(path, 0, fh)
         return fh
+
+    def _caller_lacks_fsetid(self) -> bool:
+        """Whether the process behind the request being served lacks CAP_FSETID.  Asked only when
+        the kernel has kept the clearing of set-id bits (no set-id shim, fuseio.py): it then clears
+        them for writes and truncates, but not for an open with O_TRUNC, which libfuse's atomic
+        O_TRUNC leaves to the file system.  A caller that cannot be read (gone) lacks it."""
+        if self.context is None:
+            return False
+        pid = self.context()[2]
+        try:
+            with open(f"/proc/{pid}/status", "rb") as f:
+                for line in f:
+                    if line.startswith(b"CapEff:"):
+                        return not int(line.split()[1], 16) & (1 << _CAP_FSETID)
+        except (OSError, ValueError, IndexError):
+            pass
+        return True
 
     def direct_io(self, fh: int) -> bool:
         """Whether the kernel should serve this open file without its page cache."""

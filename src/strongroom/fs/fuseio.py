@@ -1,8 +1,15 @@
-"""The mount's /dev/fuse I/O (fuseio.c -> libsrfuseio.so, built by scripts/install.sh): lets the
-kernel leave the clearing of set-id bits to the daemon (FUSE_HANDLE_KILLPRIV_V2), which libfuse
-3.14 cannot negotiate by itself, so the kernel stops sending its own privilege checks (a GETXATTR
-before every write, a GETATTR before every chown).  Without the build the kernel keeps doing
-them, and the mount behaves the same, a little slower."""
+"""The mount's /dev/fuse I/O (fuseio.c with its two parts, setid.c and baton.c, built into
+libsrfuseio.so), each part switched on or off when the mount starts:
+
+- the **set-id shim** (``setid=True``): the kernel leaves the clearing of set-id bits to the
+  daemon (FUSE_HANDLE_KILLPRIV_V2, which libfuse 3.14 cannot negotiate by itself), so it stops
+  sending its own privilege checks (a GETXATTR before every write, a GETATTR before every chown);
+- the **reader baton** (``baton=True``): one libfuse thread reads requests at a time, so a
+  stream of small requests stays on one thread instead of handing Python's GIL from thread to
+  thread.
+
+Without the build, or with both off, libfuse does its own I/O: the mount behaves the same, a
+little slower."""
 
 from __future__ import annotations
 
@@ -15,6 +22,8 @@ from typing import Any
 from strongroom import helpers
 
 LIBRARY = Path(__file__).with_name("libsrfuseio.so")
+ABI = 2  # SR_FUSEIO_ABI in fuseio.h
+SETID, BATON = 1, 2  # SR_SETID, SR_BATON in fuseio.h
 FUSE_CAP_SPLICE_READ = 1 << 9
 KILLPRIV_V2_MINOR = 33  # protocol 7.33 (Linux 5.11) added FUSE_HANDLE_KILLPRIV_V2
 
@@ -22,12 +31,15 @@ KILLPRIV_V2_MINOR = 33  # protocol 7.33 (Linux 5.11) added FUSE_HANDLE_KILLPRIV_
 @functools.lru_cache(maxsize=1)
 def _lib() -> Any:
     # called holding the GIL: they take nanoseconds, on every write
-    so = helpers.load(LIBRARY, hold_gil=True)
+    so = helpers.load(LIBRARY, ("sr_fuseio_abi_version", ABI), hold_gil=True)
     if so is None:
         return None
-    for name in ("sr_fuseio_install", "sr_fuseio_patched", "sr_fuseio_kill_suidgid"):
+    for name in ("sr_fuseio_patched", "sr_fuseio_kill_suidgid"):
         getattr(so, name).restype = ctypes.c_int
         getattr(so, name).argtypes = []
+    for name in ("sr_fuseio_install", "sr_fuseio_reset"):
+        getattr(so, name).restype = ctypes.c_int
+        getattr(so, name).argtypes = [ctypes.c_int]
     return so
 
 
@@ -35,18 +47,20 @@ def available() -> bool:
     return _lib() is not None
 
 
-def install(conn: Any) -> bool:
+def install(conn: Any, setid: bool = True, baton: bool = True) -> int:
     """From the file system's init callback (on libfuse's thread answering INIT, before the reply
-    goes out): route the session's I/O through fuseio.c.  True when it was installed; the INIT
-    reply then carries FUSE_HANDLE_KILLPRIV_V2, and the daemon must clear set-id bits whenever
+    goes out): route the session's I/O through fuseio.c with the parts asked for, where the
+    kernel allows them.  Returns the parts on (SETID | BATON, 0 for none).  With SETID the INIT
+    reply carries FUSE_HANDLE_KILLPRIV_V2, and the daemon must clear set-id bits whenever
     kill_requested() says so."""
     so = _lib()
-    if so is None or conn.proto_minor < KILLPRIV_V2_MINOR:
-        return False
+    wanted = (SETID if setid and conn.proto_minor >= KILLPRIV_V2_MINOR else 0) | (BATON if baton else 0)
+    if so is None or not wanted:
+        return 0
     # Spliced requests would bypass fuseio.c's read; they bring nothing here anyway, since the
     # path-based API copies every request into memory for Python.
     conn.want &= ~FUSE_CAP_SPLICE_READ
-    return bool(so.sr_fuseio_install() == 0)
+    return wanted if so.sr_fuseio_install(wanted) == 0 else 0
 
 
 def patched() -> bool:

@@ -65,10 +65,15 @@ def _mount_device(mountpoint: str) -> str | None:
     return None
 
 
-def _after_mount(mountpoint: str, took_killpriv: bool) -> None:
-    """Once the mount is up (so INIT has been answered): say who clears set-id bits, and raise
-    the readahead."""
+def _after_mount(mountpoint: str, io_parts: int) -> None:
+    """Once the mount is up (so INIT has been answered): say who clears set-id bits and who reads
+    requests, and raise the readahead."""
     log = logging.getLogger("strongroom.fs")
+    if io_parts & fuseio.BATON:
+        log.info("requests are read by one libfuse thread at a time (reader baton)")
+    else:
+        log.info("requests are read by every idle libfuse thread (no reader baton)")
+    took_killpriv = bool(io_parts & fuseio.SETID)
     deadline = time.monotonic() + 5
     while took_killpriv and not fuseio.patched() and time.monotonic() < deadline:
         time.sleep(0.01)  # this thread starts from init, just before the INIT reply is written
@@ -110,8 +115,9 @@ class _Ops(VolumeOps):
     entry_timeout = TIMEOUT
     served = False
     warm: Any = None  # a warm.KeepWarm while the mount keeps a CPU awake
-    take_killpriv = True  # clear set-id bits in the daemon, sparing the kernel's checks (fuseio.py)
-    took_killpriv = False
+    setid_shim = True  # clear set-id bits in the daemon, sparing the kernel's checks (fuseio.py)
+    reader_baton = True  # one libfuse thread reads requests at a time (fuseio.py)
+    io_parts = 0  # the fuseio parts installed (fuseio.SETID | fuseio.BATON)
 
     def init_with_config(self, conn: Any, config: Any) -> None:
         if conn is not None:
@@ -121,9 +127,9 @@ class _Ops(VolumeOps):
             conn.want &= ~FUSE_CAP_WRITEBACK_CACHE
             conn.max_write = MAX_WRITE
             conn.max_readahead = MAX_WRITE  # 1 MiB read requests too: fewer round trips
-            if self.take_killpriv and fuseio.install(conn):
+            self.io_parts = fuseio.install(conn, self.setid_shim, self.reader_baton)
+            if self.io_parts & fuseio.SETID:
                 self.kill_requested = fuseio.kill_requested()
-                self.took_killpriv = True
         if config is not None:
             config.entry_timeout = self.entry_timeout
             # libfuse's path-based API gives each hard-link name its own kernel inode: a size cached
@@ -134,7 +140,7 @@ class _Ops(VolumeOps):
             config.use_ino = 1
         self.invalidate = _invalidator()
         self.served = True
-        threading.Thread(target=_after_mount, args=(self.mountpoint, self.took_killpriv), daemon=True).start()
+        threading.Thread(target=_after_mount, args=(self.mountpoint, self.io_parts), daemon=True).start()
         if self.on_mounted is not None:
             self.on_mounted()
 
@@ -221,9 +227,12 @@ def run(
     holes: bool = True,
     bound_xattrs: bool = True,
     keep_warm: bool = True,
+    setid_shim: bool = True,
+    reader_baton: bool = True,
 ) -> None:
     """Serve the mount in this process until it is unmounted or SIGTERM/SIGINT arrives.
-    ``keep_warm``: keep a CPU awake while requests flow (warm.py)."""
+    ``keep_warm``: keep a CPU awake while requests flow (warm.py).  ``setid_shim``, ``reader_baton``:
+    the two parts of the compiled /dev/fuse I/O (fuseio.py), each on unless switched off."""
     from strongroom.fs import acl
 
     if not mountpoint.is_dir():
@@ -234,6 +243,7 @@ def run(
         raise MountError(f"something is already mounted at {mountpoint}")
     ops = _Ops(str(volume), keys, long_name_max, read_only, derived_tweaks, holes, bound_xattrs)
     ops.on_mounted = on_mounted
+    ops.setid_shim, ops.reader_baton = setid_shim, reader_baton
     ops.context = _request_context()
     ops.creds = CallerCredentials()
     if os.geteuid() == 0 and not ops.creds.active:
