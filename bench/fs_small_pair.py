@@ -6,7 +6,8 @@ time (user + system, from /proc) for each; medians over rounds, and each one's r
 ``--base`` may be given more than once (several earlier builds side by side).
 
     git worktree add /tmp/base HEAD~1
-    (cd src && cp --parents strongroom/rng/libsrrng.so strongroom/fs/libsrblocks.so strongroom/fs/libsrproc.so /tmp/base/src)
+    (cd /tmp/base && $OLDPWD/.venv/bin/python setup.py -q build_ext --inplace)  # its helpers
+    # (a commit from before setup.py: grep '^cc ' scripts/install.sh | bash, in the worktree)
     .venv/bin/python bench/fs_small_pair.py --base /tmp/base/src --files 4310 4
 """
 

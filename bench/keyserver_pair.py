@@ -5,7 +5,7 @@ worktree with its helpers built; the other is this checkout).  Rows: get and put
 1 and 16 connections, ROUNDS rounds of SECONDS each, the order flipped every round; the median
 of the paired rate ratios (after / base) and each server's CPU per request.
 
-    git worktree add -f /tmp/base BASE_COMMIT   # and build its helpers as its install.sh does
+    git worktree add -f /tmp/base BASE_COMMIT   # then build its helpers (see BENCHMARKS.md, Method)
     .venv/bin/python bench/keyserver_pair.py --base /tmp/base/src --rounds 8 --seconds 2
 """
 

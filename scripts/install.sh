@@ -25,15 +25,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,bench]'
-# strongroom.rng's compiled helpers (FIPS blocks, ent's sums, SP 800-90B tests, RDRAND/RDSEED), loaded
-# with ctypes.  Portable x86-64 code: what needs newer instructions (popcnt, RDRAND, RDSEED) is
-# picked at run time (target_clones and target attributes), so a venv moved to an older CPU works.
+# The package build (setup.py) compiles the C helpers beside their modules; a leftover from before
+# that (the rng helper's old name) would only confuse a reader.
 rm -f src/strongroom/rng/libsrfips.so
-cc -O3 -Wall -shared -fPIC -o src/strongroom/rng/libsrrng.so src/strongroom/rng/*.c
-# strongroom.fs's block loop around the OS's libcrypto (AES-256-GCM per 4 KiB block, GIL released).
-cc -O2 -Wall -shared -fPIC -o src/strongroom/fs/libsrblocks.so src/strongroom/fs/blockcrypt.c -lcrypto
-# The access checks' process identity (/proc reads in one call, on every checked open).
-cc -O2 -Wall -shared -fPIC -o src/strongroom/fs/libsrproc.so src/strongroom/fs/procid.c
-# The mount's /dev/fuse I/O: takes set-id clearing over from the kernel (libfuse 3.14 cannot ask).
-cc -O2 -Wall -shared -fPIC -o src/strongroom/fs/libsrfuseio.so src/strongroom/fs/fuseio.c src/strongroom/fs/setid.c src/strongroom/fs/baton.c -l:libfuse3.so.3
 echo "install.sh: ready (.venv/bin/strongroom)"

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.unit  # the fast tier: no root, FUSE, PostgreSQL or ser
 
 
 def test_the_compiled_loop_is_built() -> None:
-    assert native.available(), "run scripts/install.sh: it builds src/strongroom/fs/libsrblocks.so"
+    assert native.available(), "the package build (setup.py) builds libsrblocks.so"
 
 
 def _pair() -> tuple[content.FileCipher, content.FileCipher]:

@@ -35,7 +35,7 @@ class _Iovec(ctypes.Structure):
 
 @pytest.fixture(scope="module")
 def so() -> ctypes.CDLL:
-    assert fuseio.available(), "scripts/install.sh builds libsrfuseio.so"
+    assert fuseio.available(), "the package build (setup.py) builds libsrfuseio.so"
     # A CDLL of its own (fuseio's handle keeps the GIL): reads here block, with other threads running.
     lib = ctypes.CDLL(str(fuseio.LIBRARY), use_errno=True)
     lib.sr_fuseio_read.restype = ctypes.c_ssize_t

@@ -18,7 +18,7 @@ from strongroom.fs import procid
 
 
 def test_the_compiled_reader_is_built() -> None:
-    assert procid._lib() is not None, "scripts/install.sh builds libsrproc.so"
+    assert procid._lib() is not None, "the package build (setup.py) builds libsrproc.so"
 
 
 def test_compiled_and_python_agree_on_odd_command_names(tmp_path: Path) -> None:

@@ -62,7 +62,7 @@ def made(m: Mount, name: str, mode: int) -> Path:
 
 
 def test_who_clears_set_id_bits_is_as_asked(shared: Mount, request: pytest.FixtureRequest) -> None:
-    assert fuseio.available(), "libsrfuseio.so is built by scripts/install.sh"
+    assert fuseio.available(), "libsrfuseio.so is built by the package build, setup.py"
     deadline = time.monotonic() + 10  # the line is written by a thread once INIT is answered
     while "set-id bits are cleared" not in shared.log.read_text() and time.monotonic() < deadline:
         time.sleep(0.05)

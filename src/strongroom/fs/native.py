@@ -1,5 +1,5 @@
-"""The compiled block loop (blockcrypt.c -> libsrblocks.so, built by scripts/install.sh against
-the OS's libcrypto): seals and opens a whole request of 4 KiB blocks in one call, with the GIL
+"""The compiled block loop (blockcrypt.c -> libsrblocks.so, built by the package build,
+setup.py, against the OS's libcrypto): seals and opens a whole request of 4 KiB blocks in one call, with the GIL
 released.  Without the build, content.FileCipher runs the same format through pyca/cryptography
 one block at a time (slower, identical bytes: the tests hold the two to each other).
 """

@@ -2,7 +2,7 @@
 identity (device, inode, size, mtime, ctime of /proc/PID/exe), uid and parent pid.
 
 The checks run on every open through a mount with access rules, so this is on the request path:
-procid.c (libsrproc.so, built by scripts/install.sh) reads it all in one call with the GIL
+procid.c (libsrproc.so, built by the package build, setup.py) reads it all in one call with the GIL
 released once; without the build, the same reads in Python.
 """
 

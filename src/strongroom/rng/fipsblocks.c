@@ -2,7 +2,7 @@
  * version in fips.py (which documents them), computed bit-parallel on 64-bit words so testing
  * keeps up with hardware sources: a run of length >= k starts where a run starts and the next
  * k bits agree, which is a few shifts, ANDs and popcounts per word and no data-dependent branch.
- * Built by scripts/install.sh into libsrrng.so; fips.py falls back to numpy without it. */
+ * Built by the package build (setup.py) into libsrrng.so; fips.py falls back to numpy without it. */
 #include <stddef.h>
 #include <stdint.h>
 

@@ -1,5 +1,5 @@
-"""The compiled helpers of strongroom.rng: libsrrng.so, built by scripts/install.sh from the C
-files beside this module (FIPS blocks, ent's sums, SP 800-90B tests, RDRAND/RDSEED).
+"""The compiled helpers of strongroom.rng: libsrrng.so, built by the package build
+(setup.py) from the C files beside this module (FIPS blocks, ent's sums, SP 800-90B tests, RDRAND/RDSEED).
 
 Everything here has a numpy (or "not available") fallback, so a missing build costs speed, not
 function; `available()` says which applies.  ctypes releases the GIL during every call.
