@@ -1,5 +1,5 @@
 """The write and shrink arithmetic of fs/blockrange.py, exhaustively over small sizes: each plan
-is carried out on a byte model of a file (blocks read as fuse_ops reads them, holes as zeros)
+is carried out on a byte model of a file (blocks read as fileio reads them, holes as zeros)
 and the result must be the file a write gives on ext4, with every block but the last whole."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ UNSET = 0xEE  # a byte no test writes: any left in a sealed block was never fill
 
 
 def _read_block(old: bytes, block: int, into: bytearray, at: int) -> int:
-    """fuse_ops._open_blocks for one block: the plaintext there (short at the end), its length."""
+    """fileio.FileIO._open_blocks for one block: the plaintext there (short at the end), its length."""
     piece = old[block * BS : min(len(old), (block + 1) * BS)]
     into[at : at + len(piece)] = piece
     return len(piece)

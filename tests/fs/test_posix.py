@@ -261,7 +261,7 @@ def test_utime_now_and_omit_mean_what_they_say(shared: Mount) -> None:
 
 
 def test_sizes_past_the_format_answer_efbig_at_once(shared: Mount) -> None:
-    from strongroom.fs.fuse_ops import MAX_FILE_SIZE
+    from strongroom.fs.fileio import MAX_FILE_SIZE
 
     f = shared.mnt / "big"
     f.write_bytes(b"keep")

@@ -305,7 +305,7 @@ def test_hard_links_are_exact_at_once_with_attr_timeout_zero(tmp_path: Path) -> 
 
 def test_stat_reports_the_mounts_preferred_io_size(vol: Mount) -> None:
     """cp and stdio size their buffers by st_blksize: the mount's 1 MiB requests, not the lower 4 KiB."""
-    from strongroom.fs.fuse_ops import MAX_REQUEST
+    from strongroom.fs.fileio import MAX_REQUEST
 
     f = vol.mnt / "blk"
     f.write_bytes(b"x")

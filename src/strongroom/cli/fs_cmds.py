@@ -469,7 +469,7 @@ def fs_cat(target: str, passphrase_file: Path | None, profile: Path | None, serv
       strongroom fs cat /srv/vault/reports/q3.txt --passphrase-file pw > q3.txt
     """
     from strongroom.fs.config import CONFIG, ConfigError, VolumeConfig
-    from strongroom.fs.fuse_ops import VolumeOps
+    from strongroom.fs.reader import Unreadable, VolumeReader
 
     parts = Path(target).absolute().parts
     for cut in range(len(parts), 0, -1):
@@ -486,33 +486,23 @@ def fs_cat(target: str, passphrase_file: Path | None, profile: Path | None, serv
     except ConfigError as e:
         raise CliError(str(e), code=2) from None
     keys = _volume_keys(root, passphrase_file, profile, servers)
-    ops = VolumeOps(str(root), keys, cfg.long_name_max, True, cfg.derived_tweaks, cfg.holes, cfg.bound_xattrs)
-    try:
-        fh = ops.open(inner, os.O_RDONLY)
-    except OSError as e:
-        raise CliError(f"{inner}: {e.strerror}") from None
     import logging
 
     logging.getLogger("strongroom.fs").addHandler(logging.NullHandler())  # the error line says it
     logging.getLogger("strongroom.fs").propagate = False
     out = sys.stdout.buffer
-    offset, step = 0, 1 << 20
-    try:
-        while True:
-            try:
-                data = ops.read(inner, step, offset, fh)
-            except OSError as e:
-                if step > 4096:  # find the first bad block: write everything before it
-                    step = 4096
-                    continue
-                raise CliError(f"{inner}: {e.strerror} at byte {offset} (run fs fsck)") from None
-            if not data:
-                break
-            out.write(data)
-            offset += len(data)
-    finally:
-        ops.release(inner, fh)
-        out.flush()
+    with VolumeReader(root, keys, cfg) as volume:
+        try:
+            f = volume.open(inner)
+        except OSError as e:
+            raise CliError(f"{inner}: {e.strerror}") from None
+        try:
+            with f:
+                f.copy_to(out)
+        except Unreadable as e:
+            raise CliError(f"{inner}: {e.strerror} at byte {e.offset} (run fs fsck)") from None
+        finally:
+            out.flush()
 
 
 @fs.command("rotate")

@@ -1,9 +1,11 @@
-"""The FUSE front end: plaintext operations on the mount, translated onto the lower volume
-through the layers below (names, content, xattrs).  Path-based (mfusepy on libfuse3).
+"""The mount's operations: plaintext paths and requests translated onto the lower volume
+through the layers below: names (resolver.py, names.py), file content (fileio.py), extended
+attributes (xattrs.py), lower entries reached without symlinks (beneath.py), access rules
+(acl.py) and callers' credentials (creds.py).  Path-based (mfusepy on libfuse3); every failure
+leaves as an OSError carrying ext4's errno, which the front end (fuse_front.py) answers with.
 
-Concurrency: libfuse calls in from several threads.  Every operation on a file's content holds
-that file's lock (keyed by the lower inode, so hard links share it), which makes each
-read-modify-write of a partial block atomic: a reader never sees half a write.
+Concurrency: libfuse calls in from several threads; fileio.py holds a file's lock around every
+operation on its content.
 """
 
 from __future__ import annotations
@@ -16,16 +18,15 @@ import logging
 import os
 import re
 import stat
-import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
-from strongroom.fs import blockrange, content, durable, names
+from strongroom.fs import content, durable, names
 from strongroom.fs import xattrs as xattrs_mod
 from strongroom.fs.beneath import Beneath
 from strongroom.fs.config import CONFIG
 from strongroom.fs.creds import CallerCredentials
+from strongroom.fs.fileio import MAX_FILE_SIZE, MAX_REQUEST, FileIO
 from strongroom.fs.keys import VolumeKeys
 from strongroom.fs.links import HardLinkNames, Key
 from strongroom.fs.resolver import CACHE_ENTRIES, Resolver
@@ -34,19 +35,10 @@ from strongroom.fs.xattrs import XattrCipher
 
 log = logging.getLogger("strongroom.fs")
 
-ZERO_PIECE = 1 << 20
-MAX_REQUEST = 1 << 20  # FUSE requests are at most this large (mount.MAX_WRITE)
 # The preferred I/O size programs read from stat: cp and stdio size their buffers by it, and each
 # write through FUSE is a round trip (no writeback cache here).  With the lower file's 4 KiB, cp
 # copied in 128 KiB writes; the largest request the mount takes makes the fewest round trips.
 BLKSIZE = MAX_REQUEST
-# A sequential reader of big requests has the lower file read this far ahead (see _read_ahead).
-READ_AHEAD = 8 << 20
-READ_AHEAD_PIECE = 512 << 10
-SEQUENTIAL_MIN = 64 << 10
-# The largest plaintext a file may hold: a file key seals at most MAX_BLOCKS_PER_KEY blocks
-# (FORMAT.md §5).  A write or truncate past it answers EFBIG at once, as ext4 does past its own.
-MAX_FILE_SIZE = content.MAX_BLOCKS_PER_KEY * content.BLOCK
 # utimensat(2)'s special nanosecond values, which libfuse passes through in a SETATTR's times
 UTIME_NOW = (1 << 30) - 1
 UTIME_OMIT = (1 << 30) - 2
@@ -111,61 +103,16 @@ def _drop_setid(fd: int) -> None:
 
 
 _CAP_FSETID = 4  # linux/capability.h
-FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE = 0x01, 0x02, 0x10
 
 
 class _Timespec(ctypes.Structure):
     _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
 # utimensat is called holding the GIL: it takes microseconds, and a CDLL call would drop and retake
 # the GIL around it (a tar extract sets the times of every file it makes)
 _utimensat = ctypes.PyDLL(None, use_errno=True).utimensat
 _utimensat.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(_Timespec), ctypes.c_int]
-_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
-
-
-def _fallocate(fd: int, mode: int, offset: int, length: int) -> None:
-    if length > 0 and _libc.fallocate(fd, mode, offset, length) != 0:
-        raise _err(ctypes.get_errno())
-
-
-def _pwrite_all(fd: int, bufs: list[memoryview], offset: int) -> None:
-    """One pwritev that must write everything: a short count is a full disk."""
-    if os.pwritev(fd, bufs, offset) != sum(len(b) for b in bufs):
-        raise _err(errno.ENOSPC)
-
-
-def _seek(fd: int, offset: int, whence: int, size: int) -> int:
-    """SEEK_DATA/SEEK_HOLE over a file with holes, from the lower file's own holes: a block is a
-    hole only if its whole lower range lies in one (lower holes are in the lower file system's
-    units, not aligned to the 4,124-byte blocks).  The last block is always data."""
-    bs, cb = content.BLOCK, content.CBLOCK
-    last = (size - 1) // bs
-    k = offset // bs
-
-    def lower_seek(pos: int, how: int) -> int:
-        try:
-            return os.lseek(fd, pos, how)
-        except OSError as e:
-            if e.errno != errno.ENXIO:
-                raise
-            return content.block_offset(last + 1)  # past the last block: nothing more
-
-    if whence == os.SEEK_DATA:
-        q = lower_seek(content.block_offset(k), os.SEEK_DATA)
-        return max(offset, min(last, max(k, (q - content.HEADER) // cb)) * bs)
-    pos = content.block_offset(k)
-    while True:
-        q = lower_seek(pos, os.SEEK_HOLE)
-        j = max(k, -(-(q - content.HEADER) // cb))  # the first block starting in that hole
-        if j >= last:
-            return size
-        r = lower_seek(content.block_offset(j), os.SEEK_DATA)
-        if r >= content.block_offset(j + 1):
-            return max(offset, j * bs)
-        pos = max(r, content.block_offset(j) + 1)
 
 
 def _kind(entry: os.DirEntry[str]) -> int:
@@ -180,35 +127,6 @@ def _kind(entry: os.DirEntry[str]) -> int:
         return stat.S_IFMT(entry.stat(follow_symlinks=False).st_mode)
     except FileNotFoundError:
         return stat.S_IFREG  # gone since it was listed: the lookup that follows says so
-
-
-@dataclass
-class _File:
-    """What the daemon keeps per open lower inode: its lock and, once read, its header."""
-
-    lock: threading.RLock = field(default_factory=threading.RLock)
-    cipher: content.FileCipher | None = None
-    opens: int = 0
-    read_end: int = -1  # where the last read ended (plaintext): the next one there is sequential
-    ahead: int = 0  # the lower file is asked into the page cache up to here
-    # made by this daemon moments ago with no attribute set since: its first write need not look
-    # for attribute values to bind to its new file id
-    no_xattrs: bool = False
-
-
-@dataclass
-class _Handle:
-    fd: int
-    key: tuple[int, int]
-    path: str
-    # Opened with O_APPEND: every write goes to the file's true end, whatever offset the kernel
-    # sends (it computes it from its cached size for the name written through, which is stale
-    # when another hard-link name grew the file).
-    append: bool = False
-    # Served without the kernel's page cache: an appender through one of several hard-link
-    # names, whose writes land where the kernel does not expect them.
-    direct_io: bool = False
-
 
 
 class VolumeOps:
@@ -241,13 +159,9 @@ class VolumeOps:
         self.names = names.NameCipher(keys.names, long_name_max)
         self.xattrs = XattrCipher(keys.xattr_names, keys.xattr_values)
         self.paths = Resolver(self.root, self.names, derived_tweaks, self._damage)
-        self._lock = threading.Lock()  # guards the tables below
-        self._files: dict[tuple[int, int], _File] = {}
-        self._handles: dict[int, _Handle] = {}
-        self._next_fh = 1
+        self.io = FileIO(keys, holes, self._damage, self._rebind_xattrs if bound_xattrs else None)
         self._logged: set[tuple[str, int | None]] = set()
         self._unsupported_logged: set[str] = set()
-        self._tls = threading.local()
         self.acl: Any = None  # an acl.Enforcer on mounts with access rules
         self.context: Any = None  # () -> (uid, gid, pid) of the FUSE request being served
         # Entries a request creates are made under the caller's uid and gid (creds.py); set by
@@ -363,8 +277,8 @@ class VolumeOps:
         reports, in the form the mount packs straight into libfuse's struct stat."""
         if fh is None and path != "/":
             self._check(path)
-        if fh is not None and fh in self._handles:
-            h = self._handles[fh]
+        if fh is not None and fh in self.io.handles:
+            h = self.io.handles[fh]
             st = os.fstat(h.fd)
             return st, self._reported_size(st, h.path)
         if self._hidden and path in self._hidden:
@@ -687,11 +601,9 @@ class VolumeOps:
         except FileNotFoundError:
             return False
         key = (st.st_dev, st.st_ino)
-        with self._lock:
-            held = next((h.fd for h in self._handles.values() if h.key == key), None)
-            if held is None:
-                return False
-            fd = os.dup(held)
+        fd = self.io.descriptor_of(key)
+        if fd is None:
+            return False
         with self.beneath.path(lower) as at:
             os.unlink(at.name, dir_fd=at.dir_fd)
         self._remove_sidecar(lower_parent, name)
@@ -795,26 +707,15 @@ class VolumeOps:
                 raise
             return opener(lower, os.O_RDONLY | os.O_CLOEXEC, mode)
 
-    def _new_handle(self, fd: int, path: str, lower: str, st: os.stat_result | None = None, append: bool = False) -> int:
-        st = os.fstat(fd) if st is None else st
-        key = (st.st_dev, st.st_ino)
-        with self._lock:
-            f = self._files.setdefault(key, _File())
-            f.opens += 1
-            fh = self._next_fh
-            self._next_fh += 1
-            self._handles[fh] = _Handle(fd, key, lower, append)
-        return fh
-
     def open(self, path: str, flags: int) -> int:
         self._check(path, write=flags & os.O_ACCMODE != os.O_RDONLY or bool(flags & os.O_TRUNC))
         node, is_fd = self._node(path)
         lower = f"/proc/self/fd/{node}" if is_fd else str(node)  # reopened through /proc when unlinked
         fd = self._open_lower(lower, flags, follow=is_fd)  # /proc/self/fd/N is a (trusted) magic link
         st = os.fstat(fd)
-        fh = self._new_handle(fd, path, lower, st, append=bool(flags & os.O_APPEND))
+        fh = self.io.add(fd, lower, st, append=bool(flags & os.O_APPEND))
         if flags & os.O_APPEND and st.st_nlink > 1:
-            self._handles[fh].direct_io = True
+            self.io.handles[fh].direct_io = True
         if flags & os.O_TRUNC and flags & os.O_ACCMODE != os.O_RDONLY:
             if self.kill_requested is _never and st.st_mode & (stat.S_ISUID | stat.S_ISGID) and self._caller_lacks_fsetid():
                 _drop_setid(fd)
@@ -840,7 +741,7 @@ class VolumeOps:
 
     def direct_io(self, fh: int) -> bool:
         """Whether the kernel should serve this open file without its page cache."""
-        h = self._handles.get(fh)
+        h = self.io.handles.get(fh)
         return h is not None and h.direct_io
 
     def create(self, path: str, mode: int, flags: int = os.O_WRONLY) -> int:
@@ -857,24 +758,15 @@ class VolumeOps:
             made = False
             fd = self._as_caller(self._open_lower, lower, (flags | os.O_CREAT) & ~os.O_TRUNC, mode)
         st = os.fstat(fd)
-        fh = self._new_handle(fd, path, lower, st, append=bool(flags & os.O_APPEND))
+        fh = self.io.add(fd, lower, st, append=bool(flags & os.O_APPEND))
         if made:
-            self._files[st.st_dev, st.st_ino].no_xattrs = True
+            self.io.files[st.st_dev, st.st_ino].no_xattrs = True
         if st.st_size:  # create on an existing file truncates it (O_TRUNC semantics)
             self.truncate(path, 0, fh)
         return fh
 
     def release(self, path: str, fh: int) -> int:
-        with self._lock:
-            h = self._handles.pop(fh, None)
-            if h is None:
-                return 0
-            f = self._files.get(h.key)
-            if f is not None:
-                f.opens -= 1
-                if f.opens <= 0:
-                    del self._files[h.key]
-        os.close(h.fd)
+        self.io.release(fh)
         return 0
 
     # No flush: writes go straight to the lower file, so a close has nothing to report, and with
@@ -882,68 +774,9 @@ class VolumeOps:
     # of a round trip into Python for every close.
 
     def fsync(self, path: str, datasync: int, fh: int) -> int:
-        h = self._handle(fh)
+        h = self.io.get(fh)
         (os.fdatasync if datasync else os.fsync)(h.fd)
         return 0
-
-    def _handle(self, fh: int) -> _Handle:
-        h = self._handles.get(fh)
-        if h is None:
-            raise _err(errno.EBADF)
-        return h
-
-    def _file(self, h: _Handle) -> _File:
-        f = self._files.get(h.key)
-        if f is None:
-            raise _err(errno.EBADF)
-        return f
-
-    def _cipher(self, h: _Handle, f: _File) -> content.FileCipher:
-        """The cipher of a non-empty file, from its header (read once per open file)."""
-        if f.cipher is not None:
-            return f.cipher
-        raw = os.pread(h.fd, content.HEADER, 0)
-        try:
-            header = content.FileHeader.decode(raw, self.keys.kek, self.keys.volume_id)
-        except content.DamagedFile as e:
-            self._damage(h.path, None, str(e))
-            raise _err(errno.EIO) from None
-        f.cipher = content.FileCipher(header)
-        return f.cipher
-
-    def _plain_size(self, h: _Handle) -> int:
-        try:
-            return content.plain_size(os.fstat(h.fd).st_size)
-        except content.DamagedFile as e:
-            self._damage(h.path, e.block, str(e))
-            raise _err(errno.EIO) from None
-
-    def _scratch(self, name: str, size: int) -> memoryview:
-        """A per-thread buffer of at least ``size`` bytes, reused: fresh 1 MiB buffers per request
-        cost more in page faults than the decryption."""
-        buf = getattr(self._tls, name, None)
-        if buf is None or len(buf) < size:
-            buf = bytearray(max(size, content.sealed_size(MAX_REQUEST)))
-            setattr(self._tls, name, buf)
-        return memoryview(buf)
-
-    def _hole_limit(self, size: int) -> int:
-        """Blocks numbered below this may be holes: every block but a file's last, on a volume
-        whose format allows holes (FORMAT.md §5)."""
-        return (size - 1) // content.BLOCK if self.holes and size else 0
-
-    def _open_blocks(
-        self, h: _Handle, cipher: content.FileCipher, first: int, last: int, out: memoryview, size: int
-    ) -> int:
-        """Decrypt blocks first..last (those that exist) of a file of plaintext size ``size`` into
-        ``out``; returns the bytes written."""
-        raw = self._scratch("raw", (last - first + 1) * content.CBLOCK)[: (last - first + 1) * content.CBLOCK]
-        n = os.preadv(h.fd, [raw], content.block_offset(first))
-        try:
-            return cipher.open_into(first, raw[:n], out, self._hole_limit(size))
-        except content.DamagedFile as e:
-            self._damage(h.path, e.block, str(e))
-            raise _err(errno.EIO) from None
 
     def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
         out = bytearray(size)
@@ -952,162 +785,16 @@ class VolumeOps:
 
     def read_into(self, path: str, dest: memoryview, offset: int, fh: int) -> int:
         """Read into ``dest`` (FUSE's own buffer on the mount's read path); returns bytes read."""
-        h = self._handle(fh)
-        f = self._file(h)
-        bs = content.BLOCK
-        with f.lock:
-            plain = self._plain_size(h)
-            end = min(plain, offset + len(dest))
-            if offset >= end:
-                return 0
-            cipher = self._cipher(h, f)
-            first, last = offset // bs, (end - 1) // bs
-            sequential = offset == f.read_end and len(dest) >= SEQUENTIAL_MIN
-            if sequential:
-                self._read_ahead(h, f, content.block_offset(last + 1))
-            f.read_end = end
-            if offset % bs == 0 and (end % bs == 0 or end == plain):  # whole blocks: straight into dest
-                n = self._open_blocks(h, cipher, first, last, dest[: end - offset], plain)
-            else:
-                tmp = self._scratch("plain", (last - first + 1) * bs)
-                self._open_blocks(h, cipher, first, last, tmp, plain)
-                skip = offset - first * bs
-                n = end - offset
-                dest[:n] = tmp[skip : skip + n]
-            if sequential:  # its plaintext is in the kernel's cache now: the ciphertext need not be
-                start = content.block_offset(first)
-                os.posix_fadvise(h.fd, start, content.block_offset(last + 1) - start, os.POSIX_FADV_DONTNEED)
-            return n
-
-    def _read_ahead(self, h: _Handle, f: _File, lower_stop: int) -> None:
-        """A sequential reader: keep the next READ_AHEAD bytes of the lower file on their way from
-        the disk, whatever the disk's own read-ahead is (often 128 KiB, against the 1 MiB requests
-        the kernel sends here), so the disk works while the blocks before are decrypted."""
-        target = lower_stop + READ_AHEAD
-        start = max(f.ahead, lower_stop)
-        # The kernel reads at most the disk's largest request per call (often 512 KiB) and
-        # silently drops the rest of a longer range: ask a piece at a time.
-        while target - start >= READ_AHEAD_PIECE:
-            os.posix_fadvise(h.fd, start, READ_AHEAD_PIECE, os.POSIX_FADV_WILLNEED)
-            start += READ_AHEAD_PIECE
-        f.ahead = start
+        return self.io.read_into(self.io.get(fh), dest, offset)
 
     def write(self, path: str, data: bytes | memoryview, offset: int, fh: int) -> int:
         self._writable()
-        h = self._handle(fh)
-        f = self._file(h)
-        view = memoryview(data)
+        h = self.io.get(fh)
         if self.kill_requested():
             _drop_setid(h.fd)
-        with f.lock:
-            size = self._plain_size(h)
-            if h.append:
-                offset = size
-            if offset + len(view) > MAX_FILE_SIZE:
-                raise _err(errno.EFBIG)
-            if offset > size and not self.holes:
-                size = self._grow(h, f, size, offset)
-            self._write_at(h, f, view, offset, size)
+        n = self.io.write(h, memoryview(data), offset)
         self._changed(h.key, path)
-        return len(view)
-
-    def _grow(self, h: _Handle, f: _File, size: int, target: int) -> int:
-        """Grow the file to ``target`` bytes of zeros; returns the new size.  With holes: the old
-        last block is sealed at full length and the new last block written, and the blocks
-        between are left as holes (nothing written).  Without (format versions 1 and 2): every
-        new block is sealed zeros."""
-        if self.holes:
-            start = max(size, (target - 1) // content.BLOCK * content.BLOCK)
-            self._write_at(h, f, memoryview(content.ZERO_BLOCK)[: target - start], start, size)
-            return target
-        return self._write_zeros(h, f, size, target, size)
-
-    def _write_zeros(self, h: _Handle, f: _File, start: int, stop: int, size: int) -> int:
-        """Seal zeros over [start, stop), a piece at a time; returns the new size."""
-        zeros = memoryview(bytes(min(ZERO_PIECE, stop - start)))
-        while start < stop:
-            n = min(ZERO_PIECE, stop - start)
-            self._write_at(h, f, zeros[:n], start, size)
-            start += n
-            size = max(size, start)
-        return size
-
-    def _write_at(self, h: _Handle, f: _File, data: memoryview, offset: int, size: int) -> None:
-        """Write ``data`` at ``offset`` into the file, whose plaintext size is ``size``.  An offset
-        past the end is for volumes with holes only: the old last block, if it was cut short, is
-        sealed again at full length, and the blocks between are left as holes."""
-        if not len(data):
-            return
-        bs = content.BLOCK
-        plan = blockrange.plan_write(size, offset, len(data), bs)
-        first = plan.first
-        if size:
-            cipher = self._cipher(h, f)
-            header = None
-        else:  # an empty file gets its header and file key with its first blocks
-            fresh = content.FileHeader.fresh()
-            cipher, header = content.FileCipher(fresh), fresh.encode(self.keys.kek, self.keys.volume_id)
-        pieces: list[tuple[int, memoryview]] = []  # (lower offset, sealed bytes)
-        if plan.pad_block is not None:  # the old last block, cut short, must become whole
-            pad = self._scratch("pad", bs)[:bs]
-            got = self._open_blocks(h, cipher, plan.pad_block, plan.pad_block, pad, size)
-            pad[got:] = content.ZERO_BLOCK[got:]
-            sealed = self._scratch("padsealed", content.CBLOCK)
-            pieces.append((content.block_offset(plan.pad_block), sealed[: cipher.seal_into(plan.pad_block, pad, sealed)]))
-        if plan.merge:  # with the surviving plaintext around it
-            n = plan.region_end - first * bs
-            merged = self._scratch("merge", n)[:n]
-            head = plan.head
-            if plan.read_head:
-                got = self._open_blocks(h, cipher, first, first, merged, size)
-                merged[got:head] = content.ZERO_BLOCK[got:head]  # past the old end: zeros
-            elif head:
-                merged[:head] = content.ZERO_BLOCK[:head]
-            if plan.read_tail is not None:
-                self._open_blocks(h, cipher, plan.read_tail, plan.read_tail, merged[(plan.read_tail - first) * bs :], size)
-            merged[head : head + len(data)] = data
-            data = merged
-        out = self._scratch("sealed", content.sealed_size(len(data)))
-        pieces.append((content.block_offset(first), out[: cipher.seal_into(first, data, out)]))
-        self._put(h, f, pieces, size, header, cipher)
-
-    def _put(
-        self, h: _Handle, f: _File, pieces: list[tuple[int, memoryview]], size: int, header: bytes | None,
-        cipher: content.FileCipher,
-    ) -> None:
-        """Write sealed pieces into the lower file (plaintext size ``size`` before them; a new
-        file's ``header`` with them).  What lies past the old end is written first: if the disk
-        fills, the file is cut back to its old end before anything was rewritten in place, so no
-        block is ever left half old, and a new file is left empty."""
-        lower_end = content.lower_size(size)
-        beyond: list[tuple[int, memoryview]] = []
-        inside: list[tuple[int, memoryview]] = []
-        for at, buf in pieces:
-            split = min(len(buf), max(0, lower_end - at))
-            if split < len(buf):
-                beyond.append((at + split, buf[split:]))
-            if split:
-                inside.append((at, buf[:split]))
-        if header is not None:
-            f.cipher = None
-        try:
-            if header is not None and beyond and beyond[0][0] == content.HEADER:  # one system call
-                _pwrite_all(h.fd, [memoryview(header), beyond[0][1]], 0)
-                beyond, header = beyond[1:], None
-            for at, buf in beyond:
-                _pwrite_all(h.fd, [buf], at)
-            if header is not None:
-                _pwrite_all(h.fd, [memoryview(header)], 0)
-        except OSError:
-            os.ftruncate(h.fd, lower_end)
-            raise
-        for at, buf in inside:
-            if os.pwritev(h.fd, [buf], at) != len(buf):
-                raise _err(errno.EIO)
-        f.cipher = cipher
-        if size == 0 and self.bound_xattrs and not f.no_xattrs:  # the file has an id now: its attributes follow
-            self._rebind_xattrs(h.fd, xattrs_mod.EMPTY, xattrs_mod.file_binding(cipher.file_id))
-        f.no_xattrs = False
+        return n
 
     def truncate(self, path: str, length: int, fh: int | None = None) -> int:
         self._check(path, write=True)
@@ -1120,101 +807,28 @@ class VolumeOps:
                 return self.truncate(path, length, fh)
             finally:
                 self.release(path, fh)
-        h = self._handle(fh)
-        f = self._file(h)
+        h = self.io.get(fh)
         if self.kill_requested():  # a truncate, or an open with O_TRUNC
             _drop_setid(h.fd)
-        with f.lock:
-            size = self._plain_size(h)
-            if length == 0:
-                old = os.pread(h.fd, content.HEADER, 0) if size and self.bound_xattrs else b""
-                os.ftruncate(h.fd, 0)
-                f.cipher = None  # the next write makes a new header and file key
-                if old:  # no file id any more: its attributes are bound to emptiness
-                    try:
-                        self._rebind_xattrs(h.fd, xattrs_mod.header_binding(old), xattrs_mod.EMPTY)
-                    except content.DamagedFile:
-                        pass  # a damaged header: its attributes stay unreadable, as before
-            elif length > size:
-                self._grow(h, f, size, length)
-            elif length < size:
-                cipher = self._cipher(h, f)
-                last, keep = blockrange.shrink_plan(length, content.BLOCK)
-                # the new last block is sealed again when it is cut short, or when it was a hole
-                # (a file's last block never is one)
-                if keep < content.BLOCK or self._is_hole(h, last, size):
-                    block = self._scratch("plain", content.BLOCK)
-                    self._open_blocks(h, cipher, last, last, block, size)
-                    os.pwrite(h.fd, cipher.seal(last, block[:keep]), content.block_offset(last))
-                os.ftruncate(h.fd, content.lower_size(length))
+        self.io.truncate(h, length)
         self._changed(h.key, path)
         return 0
-
-    def _is_hole(self, h: _Handle, index: int, size: int) -> bool:
-        if index >= self._hole_limit(size):
-            return False
-        return os.pread(h.fd, content.CBLOCK, content.block_offset(index)) == content.ZERO_CBLOCK
 
     def fallocate(self, path: str, mode: int, offset: int, length: int, fh: int) -> int:
-        """Allocation (mode 0, with or without FALLOC_FL_KEEP_SIZE): the lower range is reserved,
-        and without KEEP_SIZE a file shorter than the range grows to it.  PUNCH_HOLE (volumes
-        with holes) and ZERO_RANGE: the range reads as zeros from then on.  Collapsing,
-        inserting and unsharing ranges would move blocks to new numbers: EOPNOTSUPP."""
+        """fallocate(2) as fileio.FileIO.allocate serves it; collapsing, inserting and unsharing
+        ranges would move blocks to new numbers: EOPNOTSUPP (logged once)."""
         self._writable()
-        keep = bool(mode & FALLOC_FL_KEEP_SIZE)
-        op = mode & ~FALLOC_FL_KEEP_SIZE
-        if op not in (0, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE) or (op == FALLOC_FL_PUNCH_HOLE and not self.holes):
+        if not self.io.supports(mode):
             self._unsupported(f"fallocate mode {mode:#x}")
             raise _err(errno.EOPNOTSUPP)
-        end = offset + length
-        if end > MAX_FILE_SIZE and not (keep or op == FALLOC_FL_PUNCH_HOLE):
-            raise _err(errno.EFBIG)
-        h = self._handle(fh)
-        f = self._file(h)
-        with f.lock:
-            size = self._plain_size(h)
-            if op != 0:
-                self._zero(h, f, size, offset, min(end, size), op)
-            if end > size and not keep and op != FALLOC_FL_PUNCH_HOLE:
-                size = self._grow(h, f, size, end)
-            if op == 0:
-                start = content.block_offset(offset // content.BLOCK)
-                _fallocate(h.fd, FALLOC_FL_KEEP_SIZE, start, content.block_offset((end - 1) // content.BLOCK + 1) - start)
+        h = self.io.get(fh)
+        self.io.allocate(h, mode, offset, length)
         self._changed(h.key, path)
         return 0
 
-    def _zero(self, h: _Handle, f: _File, size: int, start: int, stop: int, op: int) -> None:
-        """Make [start, stop) of the file (inside its size) read as zeros: whole blocks other than
-        the last become holes (PUNCH_HOLE deallocates them in the lower file, ZERO_RANGE keeps them
-        allocated), or, without holes, sealed zeros; partial blocks are sealed with zeros in them."""
-        if start >= stop:
-            return
-        bs = content.BLOCK
-        a = -(-start // bs)
-        b = min(stop // bs, (size - 1) // bs)  # the last block is never a hole
-        if a < b and self.holes:
-            lower = FALLOC_FL_PUNCH_HOLE if op == FALLOC_FL_PUNCH_HOLE else FALLOC_FL_ZERO_RANGE
-            _fallocate(h.fd, lower | FALLOC_FL_KEEP_SIZE, content.block_offset(a), (b - a) * content.CBLOCK)
-            self._write_zeros(h, f, start, a * bs, size)
-            self._write_zeros(h, f, b * bs, stop, size)
-        else:
-            self._write_zeros(h, f, start, stop, size)
-
     def lseek(self, path: str, offset: int, whence: int, fh: int) -> int:
-        """SEEK_DATA and SEEK_HOLE (the kernel answers the other whences itself).  A hole is a
-        run of whole blocks whose lower range is a hole in the lower file; anything else,
-        including a block of sealed zeros, is data, as POSIX allows."""
-        if whence not in (os.SEEK_DATA, os.SEEK_HOLE):
-            raise _err(errno.EINVAL)
-        h = self._handle(fh)
-        f = self._file(h)
-        with f.lock:
-            size = self._plain_size(h)
-            if offset < 0 or offset >= size:
-                raise _err(errno.ENXIO)
-            if not self.holes:
-                return offset if whence == os.SEEK_DATA else size
-            return _seek(h.fd, offset, whence, size)
+        """SEEK_DATA and SEEK_HOLE (the kernel answers the other whences itself)."""
+        return self.io.seek(self.io.get(fh), offset, whence)
 
     def ioctl(self, path: str, cmd: int, arg: Any, fh: int, flags: int, data: Any) -> int:
         """No ioctl is supported (file attributes, FIEMAP and the like would describe the lower
@@ -1271,9 +885,7 @@ class VolumeOps:
             lower_name = self.xattrs.lower_name(name)
         except names.BadName:
             raise _err(errno.ENOTSUP) from None
-        with self._lock:  # rare: every file's first write looks for values again
-            for f in self._files.values():
-                f.no_xattrs = False
+        self.io.attributes_changed()  # rare: every file's first write looks for values again
         with self._reach(path) as (node, is_fd):
             sealed = self.xattrs.seal_value(lower_name, value, self._xattr_binding(path, node, is_fd))
             os.setxattr(node, lower_name, sealed, options, follow_symlinks=is_fd)
