@@ -9,95 +9,40 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from strongroom.crypto import reqsig
+from strongroom.server import routes as r
 from strongroom.server.asgi import replay, request_message
 from strongroom.server.errors import ApiError, Unavailable
 from strongroom.server.hotpath import HotPath, deposit_bytes
 from strongroom.server.nodes import NodeAgent
-from strongroom.server.service import MAX_ENTROPY, MAX_OWNER_CHARS, MAX_VERSION, Policy, Service, SignedRequest
+from strongroom.server.routes import (
+    EventsRequest,
+    GroupChange,
+    NameRequest,
+    PolicyModel,
+    PutRequest,
+    RegisterRequest,
+    UnsealRequest,
+)
+from strongroom.server.service import Service, SignedRequest
 from strongroom.server.writerlink import WriterLink
 
 log = logging.getLogger("strongroom.server.api")
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 TICK_SECONDS = 0.5
 _AUTH_HEADERS = (reqsig.HEADER_CLIENT, reqsig.HEADER_TIME, reqsig.HEADER_NONCE, reqsig.HEADER_SIG)
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-# Every time the API takes: a finite Unix time from 1970 to the end of year 9999, so that it can be
-# stored on every database and formatted back (NaN, infinities and 1e20 answer 400).
-MAX_UNIX_TIME = 253_402_300_799.0
-UnixTime = Annotated[float, Field(ge=0, le=MAX_UNIX_TIME, allow_inf_nan=False)]
-
-
-class PolicyModel(Strict):
-    readers: list[str] = Field(default_factory=list, max_length=1000, description="client:ID or group:NAME")
-    expires_at: UnixTime | None = Field(default=None, description="Unix time after which gets answer 410")
-    not_before: UnixTime | None = Field(default=None, description="Unix time before which gets answer 403")
-    max_retrievals: int | None = Field(default=None, ge=1, le=2**31 - 1)
-
-    def to_policy(self) -> Policy:
-        return Policy(tuple(self.readers), self.expires_at, self.not_before, self.max_retrievals)
-
-
-class PutRequest(Strict):
-    data: str = Field(description="the deposit content, standard base64")
-    policy: PolicyModel | None = None
-
-
-class AclEventModel(Strict):
-    volume: str = Field(max_length=64, description="the volume id, base64url")
-    program: str = Field(max_length=4096)
-    sha256: str = Field(pattern="^[0-9a-f]{64}$")
-    uid: int = Field(ge=0, le=2**32 - 1)
-    path_class: str = Field(max_length=4096, description="the directory, relative to the volume root")
-    write: bool
-    enforced: bool = Field(description="false: permissive mode, the access was allowed")
-    count: int = Field(ge=1, le=2**31 - 1)
-    first_at: UnixTime
-    last_at: UnixTime
-    reason: str | None = Field(
-        default=None, max_length=200, description="why every access was denied (the volume's rules were refused)"
-    )
-
-
-class EventsRequest(Strict):
-    acl_denials: list[AclEventModel] = Field(max_length=500)
-
-
-class RegisterRequest(Strict):
-    org: str = Field(max_length=64)
-    auth_secret: str = Field(max_length=256)
-    name: str = Field(max_length=128)
-    public_key: str = Field(max_length=64, description="Ed25519 public key, base64url without padding")
-
-
-class UnsealRequest(Strict):
-    passphrase: str = Field(min_length=1, max_length=4096)
-
-
-class NameRequest(Strict):
-    name: str = Field(max_length=64)
-
-
-class GroupChange(Strict):
-    add: list[str] = Field(default_factory=list, max_length=1000)
-    remove: list[str] = Field(default_factory=list, max_length=1000)
 
 
 REQUEST_TIMEOUT = 30.0
@@ -260,6 +205,10 @@ def create_app(service: Service, link: WriterLink, agent: NodeAgent | None = Non
 
     hot_routes: dict[str, Any] = {}  # filled below, once the routes exist
 
+    def route(spec: r.Route, **extra: Any) -> Callable[[F], F]:
+        """A FastAPI route from the table's entry (path, method, success status)."""
+        return app.api_route(spec.path, methods=[spec.method], status_code=spec.status, **extra)
+
     @app.exception_handler(ApiError)
     async def _api_error(_r: Request, e: ApiError) -> JSONResponse:
         return _error(e.status, e.code, e.message)
@@ -297,7 +246,7 @@ def create_app(service: Service, link: WriterLink, agent: NodeAgent | None = Non
         return await _bounded(service.signed_future(req, fn, admin))
 
     # -- public ------------------------------------------------------------------------------
-    @app.get("/health")
+    @route(r.HEALTH)
     async def health() -> dict[str, Any]:
         return {"status": "ok", "sealed": service.barrier.sealed}
 
@@ -318,63 +267,63 @@ def create_app(service: Service, link: WriterLink, agent: NodeAgent | None = Non
         metrics.mix_in_use.set(1 if mix["in_use"] else 0)
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    @app.post("/v1/register", status_code=201)
+    @route(r.REGISTER)
     async def register(body: RegisterRequest, request: Request) -> dict[str, Any]:
         source = request.client.host if request.client else "unknown"
         return await _bounded(service.register_future(body.org, body.auth_secret, body.name, body.public_key, source))
 
     # -- clients -----------------------------------------------------------------------------
-    @app.get("/v1/whoami")
+    @route(r.WHOAMI)
     async def whoami(request: Request) -> dict[str, Any]:
         return await signed(request, service.whoami)
 
-    @app.put("/v1/deposits/{name}", status_code=201)
+    @route(r.DEPOSIT_PUT)
     async def put_deposit(name: str, body: PutRequest, request: Request) -> dict[str, Any]:
         data = deposit_bytes(body.data, service.config.deposit_limit)
         policy = body.policy.to_policy() if body.policy is not None else None
         return await signed(request, lambda ctx: service.put(ctx, name, data, policy))
 
-    @app.get("/v1/deposits/{name}")
+    @route(r.DEPOSIT_GET)
     async def get_deposit(
         name: str,
         request: Request,
-        owner: str | None = Query(default=None, max_length=MAX_OWNER_CHARS),
-        version: int | None = Query(default=None, ge=1, le=MAX_VERSION),
+        owner: str | None = r.DEPOSIT_GET.param("owner"),
+        version: int | None = r.DEPOSIT_GET.param("version"),
     ) -> dict[str, Any]:
         out = await signed(request, lambda ctx: service.get(ctx, name, owner, version))
         out["data"] = base64.b64encode(out["data"]).decode()
         return out
 
-    @app.get("/v1/deposits")
-    async def list_deposits(request: Request, shared: bool = False) -> list[dict[str, Any]]:
+    @route(r.DEPOSITS_LIST)
+    async def list_deposits(request: Request, shared: bool = r.DEPOSITS_LIST.param("shared")) -> list[dict[str, Any]]:
         return await signed(request, lambda ctx: service.list_deposits(ctx, shared))
 
-    @app.delete("/v1/deposits/{name}")
+    @route(r.DEPOSIT_DELETE)
     async def delete_deposit(name: str, request: Request) -> dict[str, Any]:
         return await signed(request, lambda ctx: service.delete(ctx, name))
 
-    @app.put("/v1/deposits/{name}/policy")
+    @route(r.POLICY_PUT)
     async def set_policy(name: str, body: PolicyModel, request: Request) -> dict[str, Any]:
         return await signed(request, lambda ctx: service.set_policy(ctx, name, body.to_policy()))
 
-    @app.post("/v1/events")
+    @route(r.EVENTS)
     async def events(body: EventsRequest, request: Request) -> dict[str, Any]:
         """Access-control denials reported by this client's mounts, into the audit log."""
         batch = [e.model_dump() for e in body.acl_denials]
         return await signed(request, lambda ctx: service.record_acl_denials(ctx, batch))
 
-    @app.get(
-        "/v1/entropy",
+    @route(
+        r.ENTROPY,
         response_class=Response,
         responses={200: {"content": {"application/octet-stream": {}}, "description": "N random bytes"}},
     )
-    async def entropy(request: Request, bytes: int = Query(ge=1, le=MAX_ENTROPY)) -> Response:  # noqa: A002
+    async def entropy(request: Request, bytes: int = r.ENTROPY.param("bytes")) -> Response:  # noqa: A002
         n = bytes
         data = await signed(request, lambda ctx: service.entropy(ctx, n))
         return Response(data, media_type="application/octet-stream", headers={"cache-control": "no-store"})
 
     # -- admin -------------------------------------------------------------------------------
-    @app.post("/v1/unseal")
+    @route(r.UNSEAL)
     async def unseal(body: UnsealRequest, request: Request) -> dict[str, Any]:
         req = await signed_request(request)
         out = await run_in_threadpool(service.unseal, req, body.passphrase)
@@ -385,75 +334,67 @@ def create_app(service: Service, link: WriterLink, agent: NodeAgent | None = Non
                 log.warning("could not hand out grants right after unsealing: %s", type(e).__name__)
         return out
 
-    @app.post("/v1/admin/seal")
+    @route(r.SEAL)
     async def seal(request: Request) -> dict[str, Any]:
         out = await signed(request, service.seal, admin=True)
         service.barrier.seal()
         return out
 
-    @app.post("/v1/admin/rotate-master-key")
+    @route(r.ROTATE_MASTER_KEY)
     async def rotate(request: Request) -> dict[str, Any]:
         out = await signed(request, service.rotate_master_key, admin=True)
         await run_in_threadpool(service.after_rotation)
         return out
 
-    @app.post("/v1/admin/orgs", status_code=201)
+    @route(r.ORG_CREATE)
     async def create_org(body: NameRequest, request: Request) -> dict[str, Any]:
         return await signed(request, lambda ctx: service.create_org(ctx, body.name), admin=True)
 
-    @app.get("/v1/admin/orgs")
+    @route(r.ORGS_LIST)
     async def list_orgs(request: Request) -> list[dict[str, Any]]:
         return await signed(request, service.list_orgs, admin=True)
 
-    @app.post("/v1/admin/orgs/{org}/rotate-secret")
+    @route(r.ORG_ROTATE_SECRET)
     async def rotate_secret(org: str, request: Request) -> dict[str, Any]:
         return await signed(request, lambda ctx: service.rotate_org_secret(ctx, org), admin=True)
 
-    @app.get("/v1/admin/clients")
+    @route(r.CLIENTS_LIST)
     async def list_clients(request: Request) -> list[dict[str, Any]]:
         return await signed(request, service.list_clients, admin=True)
 
-    @app.post("/v1/admin/clients/{client_id}/{action}")
+    @route(r.CLIENT_STATUS)
     async def client_status(client_id: str, action: Literal["enable", "disable", "revoke"], request: Request) -> dict[str, Any]:
         status = {"enable": "active", "disable": "disabled", "revoke": "revoked"}[action]
         return await signed(request, lambda ctx: service.set_client_status(ctx, client_id, status), admin=True)
 
-    @app.get("/v1/admin/orgs/{org}/groups")
+    @route(r.GROUPS_LIST)
     async def list_groups(org: str, request: Request) -> list[dict[str, Any]]:
         return await signed(request, lambda ctx: service.list_groups(ctx, org), admin=True)
 
-    @app.post("/v1/admin/orgs/{org}/groups", status_code=201)
+    @route(r.GROUP_CREATE)
     async def create_group(org: str, body: NameRequest, request: Request) -> dict[str, Any]:
         return await signed(request, lambda ctx: service.create_group(ctx, org, body.name), admin=True)
 
-    @app.patch("/v1/admin/orgs/{org}/groups/{name}")
+    @route(r.GROUP_CHANGE)
     async def change_group(org: str, name: str, body: GroupChange, request: Request) -> dict[str, Any]:
         return await signed(request, lambda ctx: service.change_group(ctx, org, name, body.add, body.remove), admin=True)
 
-    @app.delete("/v1/admin/orgs/{org}/groups/{name}")
+    @route(r.GROUP_DELETE)
     async def delete_group(org: str, name: str, request: Request) -> dict[str, Any]:
         return await signed(request, lambda ctx: service.delete_group(ctx, org, name), admin=True)
 
-    @app.get("/v1/admin/audit")
+    @route(r.AUDIT)
     async def audit_tail(
-        request: Request, after: int = Query(default=-1, ge=-1, le=2**62), limit: int = Query(default=50, ge=1, le=1000)
+        request: Request, after: int = r.AUDIT.param("after"), limit: int = r.AUDIT.param("limit")
     ) -> list[dict[str, Any]]:
         return await signed(request, lambda ctx: service.audit_tail(ctx, after, limit), admin=True)
 
-    for route in app.routes:
-        if isinstance(route, APIRoute):
-            for method in route.methods or ():
-                hot_routes[f"{route.path}:{method}"] = route
+    for made in app.routes:
+        if isinstance(made, APIRoute):
+            for method in made.methods or ():
+                hot_routes[f"{made.path}:{method}"] = made
     # The plain-ASGI layers sit in front of the FastAPI app, not inside its middleware stack, so
     # the hot routes skip FastAPI's own layers (error, telemetry and body-limit middleware), each
     # of which wrapped every response message.
-    front = HotPath(
-        app,
-        service=service,
-        put_model=PutRequest,
-        register_model=RegisterRequest,
-        routes=hot_routes,
-        error=_error,
-        link=link,
-    )
+    front = HotPath(app, service=service, routes=hot_routes, error=_error, link=link)
     return MetricsMiddleware(BodyLimit(front, limit=limit), metrics=metrics)

@@ -5,8 +5,8 @@ response encoding, its middleware stack) took more of the event loop than the ha
 work.  Well-formed requests to these routes are answered here, through the same Service calls and
 the same JSON errors as the FastAPI routes; anything unusual (another parameter, a malformed
 value, a body where none belongs, JSON that does not validate) is passed on untouched to the
-FastAPI app, which answers it exactly as before.  The FastAPI routes stay the API's definition
-(OpenAPI schema included).
+FastAPI app, which answers it exactly as before.  Both are built from the route table
+(routes.py): paths, statuses, parameter bounds and body models are written there once.
 """
 
 from __future__ import annotations
@@ -17,24 +17,22 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import parse_qsl
 
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from strongroom.crypto import reqsig
+from strongroom.server import routes as r
 from strongroom.server.asgi import replay, request_message
 from strongroom.server.errors import ApiError, BadRequest, TooLarge
-from strongroom.server.service import MAX_ENTROPY, MAX_OWNER_CHARS, MAX_VERSION, Service, SignedRequest, secret_hash
+from strongroom.server.routes import PassOn
+from strongroom.server.service import Service, SignedRequest, secret_hash
 from strongroom.server.writerlink import WriterLink
 
 log = logging.getLogger("strongroom.server.api")
 
-DEPOSITS = "/v1/deposits/"
-ENTROPY = "/v1/entropy"
-REGISTER = "/v1/register"
+DEPOSITS = r.DEPOSIT_GET.path.removesuffix("{name}")  # "/v1/deposits/": the name follows
 _AUTH = tuple(h.encode() for h in (reqsig.HEADER_CLIENT, reqsig.HEADER_TIME, reqsig.HEADER_NONCE, reqsig.HEADER_SIG))
-
 
 
 def deposit_bytes(data_b64: str, limit: int) -> bytes:
@@ -48,35 +46,11 @@ def deposit_bytes(data_b64: str, limit: int) -> bytes:
     return data
 
 
-class _PassOn(Exception):
-    """Not a request the fast path answers: FastAPI does."""
-
-
-def _query(scope: Scope, allowed: set[str]) -> dict[str, str]:
-    raw = scope.get("query_string", b"").decode("latin-1")
-    pairs = parse_qsl(raw, keep_blank_values=True, strict_parsing=False)
-    out = dict(pairs)
-    if len(out) != len(pairs) or not set(out) <= allowed:
-        raise _PassOn
-    return out
-
-
-def _int(text: str, low: int, high: int) -> int:
-    if not text.isascii() or not text.isdigit() or len(text) > 10:
-        raise _PassOn
-    value = int(text)
-    if not low <= value <= high:
-        raise _PassOn
-    return value
-
-
 class HotPath:
     def __init__(
         self,
         app: ASGIApp,
         service: Service,
-        put_model: Any,
-        register_model: Any,
         routes: dict[str, Any],
         error: Callable[[int, str, str], Any],
         link: WriterLink,
@@ -84,8 +58,6 @@ class HotPath:
         self.app = app
         self.service = service
         self.link = link  # the writer process runs every hot route's action
-        self.put_model = put_model
-        self.register_model = register_model
         self.routes = routes  # route template -> the FastAPI route, for the metrics label
         self.error = error
 
@@ -97,9 +69,9 @@ class HotPath:
         handler = None
         if path.startswith(DEPOSITS) and "/" not in path[len(DEPOSITS) :] and len(path) > len(DEPOSITS):
             handler = self._get if method == "GET" else self._put if method == "PUT" else None
-        elif path == ENTROPY and method == "GET":
+        elif path == r.ENTROPY.path and method == r.ENTROPY.method:
             handler = self._entropy
-        elif path == REGISTER and method == "POST":
+        elif path == r.REGISTER.path and method == r.REGISTER.method:
             handler = self._register
         if handler is None:
             await self.app(scope, receive, send)
@@ -112,7 +84,7 @@ class HotPath:
             return
         try:
             await handler(scope, body, send)
-        except _PassOn:
+        except PassOn:
             await self.app(scope, replay(request_message(body), receive), send)
 
     def _signed(self, scope: Scope, body: bytes) -> SignedRequest:
@@ -128,8 +100,8 @@ class HotPath:
             headers={h.decode(): headers.get(h.decode(), "") for h in _AUTH},
         )
 
-    async def _answer(self, scope: Scope, send: Send, template: str, status: int, run: Callable[[], Awaitable[Any]]) -> None:
-        scope["route"] = self.routes[template]
+    async def _answer(self, scope: Scope, send: Send, route: r.Route, run: Callable[[], Awaitable[Any]]) -> None:
+        scope["route"] = self.routes[route.key]
         try:
             result = await run()
         except ApiError as e:
@@ -145,15 +117,12 @@ class HotPath:
             payload = json.dumps(result, separators=(",", ":")).encode()
             headers = [(b"content-type", b"application/json")]
         headers.append((b"content-length", str(len(payload)).encode()))
-        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.start", "status": route.status, "headers": headers})
         await send({"type": "http.response.body", "body": payload})
 
     async def _get(self, scope: Scope, body: bytes, send: Send) -> None:
-        q = _query(scope, {"owner", "version"})
-        owner = q.get("owner")
-        if owner is not None and len(owner) > MAX_OWNER_CHARS:
-            raise _PassOn
-        version = _int(q["version"], 1, MAX_VERSION) if "version" in q else None
+        q = r.DEPOSIT_GET.parse_query(scope.get("query_string", b""))
+        owner, version = q["owner"], q["version"]
         name = scope["path"][len(DEPOSITS) :]
         req = self._signed(scope, body)
         service, link = self.service, self.link
@@ -163,15 +132,15 @@ class HotPath:
             out["data"] = base64.b64encode(out["data"]).decode()
             return out
 
-        await self._answer(scope, send, "/v1/deposits/{name}:GET", 200, run)
+        await self._answer(scope, send, r.DEPOSIT_GET, run)
 
     async def _put(self, scope: Scope, body: bytes, send: Send) -> None:
         if scope.get("query_string") or not _is_json(scope):
-            raise _PassOn
+            raise PassOn
         try:
-            model = self.put_model.model_validate_json(body)
+            model = r.PutRequest.model_validate_json(body)
         except ValidationError:
-            raise _PassOn from None
+            raise PassOn from None
         name = scope["path"][len(DEPOSITS) :]
         req = self._signed(scope, body)
         service, link = self.service, self.link
@@ -183,13 +152,10 @@ class HotPath:
             result: dict[str, Any] = await link.call("put", req.raw_path, service.verify_signature(req), (name, data, p))
             return result
 
-        await self._answer(scope, send, "/v1/deposits/{name}:PUT", 201, run)
+        await self._answer(scope, send, r.DEPOSIT_PUT, run)
 
     async def _entropy(self, scope: Scope, body: bytes, send: Send) -> None:
-        q = _query(scope, {"bytes"})
-        if "bytes" not in q:
-            raise _PassOn
-        n = _int(q["bytes"], 1, MAX_ENTROPY)
+        n = r.ENTROPY.parse_query(scope.get("query_string", b""))["bytes"]
         req = self._signed(scope, body)
         service, link = self.service, self.link
 
@@ -197,15 +163,15 @@ class HotPath:
             await link.call("auth", req.raw_path, service.verify_signature(req), ())  # nonce recorded
             return service.entropy_mixer.random(n)
 
-        await self._answer(scope, send, "/v1/entropy:GET", 200, run)
+        await self._answer(scope, send, r.ENTROPY, run)
 
     async def _register(self, scope: Scope, body: bytes, send: Send) -> None:
         if scope.get("query_string") or not _is_json(scope):
-            raise _PassOn
+            raise PassOn
         try:
-            model = self.register_model.model_validate_json(body)
+            model = r.RegisterRequest.model_validate_json(body)
         except ValidationError:
-            raise _PassOn from None
+            raise PassOn from None
         client = scope.get("client")
         source = client[0] if client else "unknown"
         service, link = self.service, self.link
@@ -213,10 +179,12 @@ class HotPath:
         async def run() -> dict[str, Any]:
             pub = service.register_check(model.org, model.name, model.public_key, source)
             digest = secret_hash(model.auth_secret)
-            out: dict[str, Any] = await link.call("register", REGISTER, ("", "", 0), (model.org, digest, model.name, pub, source))
+            out: dict[str, Any] = await link.call(
+                "register", r.REGISTER.path, ("", "", 0), (model.org, digest, model.name, pub, source)
+            )
             return out
 
-        await self._answer(scope, send, "/v1/register:POST", 201, run)
+        await self._answer(scope, send, r.REGISTER, run)
 
 
 def _has_body(scope: Scope) -> bool:

@@ -1,0 +1,191 @@
+"""The API's route table (docs/API.md): each route's method, path, success status, query
+parameters with their bounds, and body model.  The FastAPI app (api.py, and with it the OpenAPI
+schema) and the fast path (hotpath.py) are both built from these entries, so every constraint is
+written once, here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+from urllib.parse import parse_qsl
+
+from fastapi import Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from strongroom.server.service import MAX_ENTROPY, MAX_OWNER_CHARS, MAX_VERSION, Policy
+
+
+class PassOn(Exception):
+    """Not a request the fast path answers: FastAPI does (and answers its errors)."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """A query parameter: an int within [ge, le], a str of at most max_length characters, or a
+    bool."""
+
+    name: str
+    kind: type = str
+    ge: int | None = None
+    le: int | None = None
+    max_length: int | None = None
+    default: Any = None
+    required: bool = False
+
+    def query(self) -> Any:
+        """The FastAPI declaration (the OpenAPI schema shows the bounds)."""
+        default = ... if self.required else self.default
+        return Query(default=default, ge=self.ge, le=self.le, max_length=self.max_length)
+
+    def parse(self, text: str) -> Any:
+        """The value of a well-formed parameter; PassOn for anything else."""
+        if self.kind is bool:
+            if text not in ("true", "false"):
+                raise PassOn
+            return text == "true"
+        if self.kind is int:
+            if not text.isascii() or not text.isdigit() or len(text) > 19:
+                raise PassOn
+            value = int(text)
+            if (self.ge is not None and value < self.ge) or (self.le is not None and value > self.le):
+                raise PassOn
+            return value
+        if self.max_length is not None and len(text) > self.max_length:
+            raise PassOn
+        return text
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str
+    status: int = 200
+    query: tuple[Param, ...] = ()
+    body: type[BaseModel] | None = None
+
+    @property
+    def key(self) -> str:
+        """The route's label in metrics: its path template and method."""
+        return f"{self.path}:{self.method}"
+
+    def param(self, name: str) -> Any:
+        """The FastAPI declaration of one query parameter."""
+        return next(p for p in self.query if p.name == name).query()
+
+    def parse_query(self, query_string: bytes) -> dict[str, Any]:
+        """The query of a well-formed request (each parameter once, none unknown, every required
+        one present, every value within its bounds); PassOn for anything else."""
+        pairs = parse_qsl(query_string.decode("latin-1"), keep_blank_values=True, strict_parsing=False)
+        raw = dict(pairs)
+        known = {p.name: p for p in self.query}
+        if len(raw) != len(pairs) or not set(raw) <= set(known):
+            raise PassOn
+        out: dict[str, Any] = {}
+        for name, p in known.items():
+            if name in raw:
+                out[name] = p.parse(raw[name])
+            elif p.required:
+                raise PassOn
+            else:
+                out[name] = p.default
+        return out
+
+
+# -- bodies ------------------------------------------------------------------------------------
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+# Every time the API takes: a finite Unix time from 1970 to the end of year 9999, so that it can be
+# stored on every database and formatted back (NaN, infinities and 1e20 answer 400).
+MAX_UNIX_TIME = 253_402_300_799.0
+UnixTime = Annotated[float, Field(ge=0, le=MAX_UNIX_TIME, allow_inf_nan=False)]
+
+
+class PolicyModel(Strict):
+    readers: list[str] = Field(default_factory=list, max_length=1000, description="client:ID or group:NAME")
+    expires_at: UnixTime | None = Field(default=None, description="Unix time after which gets answer 410")
+    not_before: UnixTime | None = Field(default=None, description="Unix time before which gets answer 403")
+    max_retrievals: int | None = Field(default=None, ge=1, le=2**31 - 1)
+
+    def to_policy(self) -> Policy:
+        return Policy(tuple(self.readers), self.expires_at, self.not_before, self.max_retrievals)
+
+
+class PutRequest(Strict):
+    data: str = Field(description="the deposit content, standard base64")
+    policy: PolicyModel | None = None
+
+
+class AclEventModel(Strict):
+    volume: str = Field(max_length=64, description="the volume id, base64url")
+    program: str = Field(max_length=4096)
+    sha256: str = Field(pattern="^[0-9a-f]{64}$")
+    uid: int = Field(ge=0, le=2**32 - 1)
+    path_class: str = Field(max_length=4096, description="the directory, relative to the volume root")
+    write: bool
+    enforced: bool = Field(description="false: permissive mode, the access was allowed")
+    count: int = Field(ge=1, le=2**31 - 1)
+    first_at: UnixTime
+    last_at: UnixTime
+    reason: str | None = Field(
+        default=None, max_length=200, description="why every access was denied (the volume's rules were refused)"
+    )
+
+
+class EventsRequest(Strict):
+    acl_denials: list[AclEventModel] = Field(max_length=500)
+
+
+class RegisterRequest(Strict):
+    org: str = Field(max_length=64)
+    auth_secret: str = Field(max_length=256)
+    name: str = Field(max_length=128)
+    public_key: str = Field(max_length=64, description="Ed25519 public key, base64url without padding")
+
+
+class UnsealRequest(Strict):
+    passphrase: str = Field(min_length=1, max_length=4096)
+
+
+class NameRequest(Strict):
+    name: str = Field(max_length=64)
+
+
+class GroupChange(Strict):
+    add: list[str] = Field(default_factory=list, max_length=1000)
+    remove: list[str] = Field(default_factory=list, max_length=1000)
+
+
+# -- routes ------------------------------------------------------------------------------------
+HEALTH = Route("GET", "/health")
+REGISTER = Route("POST", "/v1/register", 201, body=RegisterRequest)
+WHOAMI = Route("GET", "/v1/whoami")
+DEPOSIT_PUT = Route("PUT", "/v1/deposits/{name}", 201, body=PutRequest)
+DEPOSIT_GET = Route(
+    "GET",
+    "/v1/deposits/{name}",
+    query=(Param("owner", max_length=MAX_OWNER_CHARS), Param("version", int, ge=1, le=MAX_VERSION)),
+)
+DEPOSITS_LIST = Route("GET", "/v1/deposits", query=(Param("shared", bool, default=False),))
+DEPOSIT_DELETE = Route("DELETE", "/v1/deposits/{name}")
+POLICY_PUT = Route("PUT", "/v1/deposits/{name}/policy", body=PolicyModel)
+EVENTS = Route("POST", "/v1/events", body=EventsRequest)
+ENTROPY = Route("GET", "/v1/entropy", query=(Param("bytes", int, ge=1, le=MAX_ENTROPY, required=True),))
+UNSEAL = Route("POST", "/v1/unseal", body=UnsealRequest)
+SEAL = Route("POST", "/v1/admin/seal")
+ROTATE_MASTER_KEY = Route("POST", "/v1/admin/rotate-master-key")
+ORG_CREATE = Route("POST", "/v1/admin/orgs", 201, body=NameRequest)
+ORGS_LIST = Route("GET", "/v1/admin/orgs")
+ORG_ROTATE_SECRET = Route("POST", "/v1/admin/orgs/{org}/rotate-secret")
+CLIENTS_LIST = Route("GET", "/v1/admin/clients")
+CLIENT_STATUS = Route("POST", "/v1/admin/clients/{client_id}/{action}")
+GROUPS_LIST = Route("GET", "/v1/admin/orgs/{org}/groups")
+GROUP_CREATE = Route("POST", "/v1/admin/orgs/{org}/groups", 201, body=NameRequest)
+GROUP_CHANGE = Route("PATCH", "/v1/admin/orgs/{org}/groups/{name}", body=GroupChange)
+GROUP_DELETE = Route("DELETE", "/v1/admin/orgs/{org}/groups/{name}")
+AUDIT = Route(
+    "GET",
+    "/v1/admin/audit",
+    query=(Param("after", int, ge=-1, le=2**62, default=-1), Param("limit", int, ge=1, le=1000, default=50)),
+)
