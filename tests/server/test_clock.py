@@ -16,6 +16,7 @@ import pytest
 from strongroom.crypto import reqsig
 from strongroom.crypto.identity import Identity, b64u
 from strongroom.server import barrier, storage
+from strongroom.server import repository as repo
 from strongroom.server.datadir import DataDir
 from strongroom.server.errors import Denied, Gone, Unauthorized
 from strongroom.server.service import Policy, Service, SignedRequest
@@ -72,7 +73,7 @@ def host(tmp_path: Path) -> Iterator[Host]:
     store = storage.Store(data.load_config().db_url)
     bar = barrier.Barrier()
     with store.exclusive() as tx:
-        bar.unseal(tx, barrier.derive_unseal_key(tx, PASSPHRASE), int(storage.get_meta(tx, "seal_epoch") or "1"))
+        bar.unseal(tx, barrier.derive_unseal_key(tx, PASSPHRASE), int(repo.get_meta(tx, "seal_epoch") or "1"))
     clock = Clock()
     service = Service(store, bar, data, data.load_config(), clock=clock)
     identity = Identity.generate()

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from strongroom.server import audit, barrier, storage
+from strongroom.server import repository as repo
 from strongroom.server.committer import GroupCommitter
 from strongroom.server.datadir import DataDir
 from strongroom.server.headfile import HeadFile, Mirror
@@ -108,7 +109,7 @@ def test_committer_answers_only_after_the_head_is_durable(
     store = storage.Store(data.load_config().db_url)
     bar = barrier.Barrier()
     with store.exclusive() as tx:
-        bar.unseal(tx, barrier.derive_unseal_key(tx, PASSPHRASE), int(storage.get_meta(tx, "seal_epoch") or "1"))
+        bar.unseal(tx, barrier.derive_unseal_key(tx, PASSPHRASE), int(repo.get_meta(tx, "seal_epoch") or "1"))
     head = data.head_file
     assert head.covered_by(store.database_file)  # tmp_path: a local filesystem with O_DIRECT
     assert fcntl.fcntl(head._open(), fcntl.F_GETFL) & os.O_DIRECT

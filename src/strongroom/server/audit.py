@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from strongroom.server import repository as repo
 from strongroom.server.headfile import HeadFile
 from strongroom.server.storage import Tx
 
@@ -49,23 +50,13 @@ class AuditWriter:
         ts = time.time()
         detail_text = json.dumps(detail, separators=(",", ":"), sort_keys=True)
         mac = entry_mac(self._key, self.mac, canonical(seq, ts, actor, action, target, outcome, detail_text))
-        self._tx.run(
-            "INSERT INTO audit (seq, ts, actor, action, target, outcome, detail, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            seq,
-            ts,
-            actor,
-            action,
-            target,
-            outcome,
-            detail_text,
-            mac,
-        )
+        repo.append_audit(self._tx, seq, ts, actor, action, target, outcome, detail_text, mac)
         self.seq, self.mac = seq, mac
 
     def flush(self) -> None:
         """Write the chain head row; call it inside the transaction, after the last append."""
         if self.seq != self._flushed:
-            self._tx.run("UPDATE audit_head SET seq = ?, mac = ? WHERE id = 1", self.seq, self.mac)
+            repo.set_audit_head(self._tx, self.seq, self.mac)
             self._flushed = self.seq
 
 
@@ -82,7 +73,7 @@ def verify(tx: Tx, key: bytes, head_file: HeadFile | None) -> VerifyResult:
     expected = 1
     count = 0
     macs: dict[int, bytes] = {}
-    rows = tx.all("SELECT seq, ts, actor, action, target, outcome, detail, mac FROM audit ORDER BY seq")
+    rows = repo.all_audit(tx)
     for seq, ts, actor, action, target, outcome, detail, mac in rows:
         mac = bytes(mac)
         if seq != expected:
@@ -95,7 +86,7 @@ def verify(tx: Tx, key: bytes, head_file: HeadFile | None) -> VerifyResult:
         expected += 1
         count += 1
     last = expected - 1
-    head = tx.one("SELECT seq, mac FROM audit_head WHERE id = 1")
+    head = repo.audit_head(tx)
     if head is None or head[0] != last or not hmac.compare_digest(bytes(head[1]), prev):
         return VerifyResult(
             False, count, last + 1, f"the database head says entry {head[0] if head else '?'}, the log ends at {last}"

@@ -25,6 +25,7 @@ from typing import IO, Any
 from strongroom.crypto import aead, kdf
 from strongroom.server import audit, storage
 from strongroom.server import barrier as barrier_mod
+from strongroom.server import repository as repo
 from strongroom.server.datadir import DataDir, DataDirError, ServerConfig
 
 MAGIC = b"SRBACKUP1\n"
@@ -69,14 +70,16 @@ def write_backup(data: DataDir, passphrase: str, out: IO[bytes]) -> dict[str, in
     try:
         with store.snapshot() as tx:  # one consistent view of every table
             unseal = barrier_mod.derive_unseal_key(tx, passphrase)
-            gen = int(storage.get_meta(tx, "master_gen") or "0")
-            wrapped_master = bytes(tx.value("SELECT wrapped FROM master_keys WHERE generation = ?", gen))
+            gen = int(repo.get_meta(tx, "master_gen") or "0")
+            wrapped_master = repo.master_key(tx, gen)
+            if wrapped_master is None:
+                raise BackupError("the database has no master key record")
             master = aead.unwrap_key(unseal, wrapped_master, barrier_mod.master_aad(gen))
             backup_key = aead.new_key()
             header = {
                 "format": 1,
                 "created": time.time(),
-                "seal_params": json.loads(storage.get_meta(tx, "seal_params") or "{}"),
+                "seal_params": json.loads(repo.get_meta(tx, "seal_params") or "{}"),
                 "master_gen": gen,
                 "wrapped_master": base64.b64encode(wrapped_master).decode(),
                 "wrapped_backup_key": base64.b64encode(aead.wrap_key(master, backup_key, _BACKUP_KEY_AAD)).decode(),
@@ -227,12 +230,12 @@ def restore(data: DataDir, passphrase: str, f: IO[bytes], db_url: str | None = N
                     sql = f"SELECT setval(pg_get_serial_sequence('{t}', 'id'), COALESCE((SELECT MAX(id) FROM {t}), 0) + 1, false)"  # noqa: S608
                     tx.value(sql)
             bar = barrier_mod.Barrier()
-            bar.unseal(tx, barrier_mod.derive_unseal_key(tx, passphrase), int(storage.get_meta(tx, "seal_epoch") or "1"))
-            head = tx.one("SELECT seq, mac FROM audit_head WHERE id = 1")
-            last = tx.value("SELECT MAX(seq) FROM audit") or 0
+            bar.unseal(tx, barrier_mod.derive_unseal_key(tx, passphrase), int(repo.get_meta(tx, "seal_epoch") or "1"))
+            head = repo.audit_head(tx)
+            last = repo.last_audit_seq(tx)
             if head is None or head[0] != last:
                 raise BackupError("backup's audit head does not match its log")
-            aw = audit.AuditWriter(tx, int(head[0]), bytes(head[1]), bar.audit_key())
+            aw = audit.AuditWriter(tx, head[0], head[1], bar.audit_key())
             aw.append("restore", "restore", "", "ok", entries_restored=last, tables=counts)
             aw.flush()
         config = ServerConfig(db_url=url)

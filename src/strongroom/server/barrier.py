@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 
 from strongroom.crypto import aead, kdf, sealedbox
-from strongroom.server import storage as st
+from strongroom.server import repository as repo
 from strongroom.server.storage import Tx
 
 
@@ -56,27 +56,17 @@ def initialize(tx: Tx, passphrase: str) -> bytes:
     params = kdf.Argon2Params.fresh()
     unseal = kdf.passphrase_key(passphrase, params)
     master = aead.new_key()
-    st.set_meta(tx, "seal_params", json.dumps(params.to_json()))
-    st.set_meta(tx, "master_gen", "1")
-    st.set_meta(tx, "seal_epoch", "1")
-    tx.run(
-        "INSERT INTO master_keys (generation, wrapped, created) VALUES (?, ?, ?)",
-        1,
-        aead.wrap_key(unseal, master, master_aad(1)),
-        time.time(),
-    )
-    tx.run(
-        "INSERT INTO system_keys (name, master_gen, wrapped) VALUES (?, ?, ?)",
-        "audit",
-        1,
-        aead.wrap_key(master, aead.new_key(), _syskey_aad("audit")),
-    )
-    tx.run("INSERT INTO audit_head (id, seq, mac) VALUES (1, 0, ?)", bytes(32))
+    repo.set_meta(tx, "seal_params", json.dumps(params.to_json()))
+    repo.set_meta(tx, "master_gen", "1")
+    repo.set_meta(tx, "seal_epoch", "1")
+    repo.insert_master_key(tx, 1, aead.wrap_key(unseal, master, master_aad(1)), time.time())
+    repo.insert_system_key(tx, "audit", 1, aead.wrap_key(master, aead.new_key(), _syskey_aad("audit")))
+    repo.insert_audit_head(tx)
     return unseal
 
 
 def derive_unseal_key(tx: Tx, passphrase: str) -> bytes:
-    raw = st.get_meta(tx, "seal_params")
+    raw = repo.get_meta(tx, "seal_params")
     if raw is None:
         raise ValueError("database is not initialized")
     unseal = kdf.passphrase_key(passphrase, kdf.Argon2Params.from_json(json.loads(raw)))
@@ -85,16 +75,18 @@ def derive_unseal_key(tx: Tx, passphrase: str) -> bytes:
 
 
 def _load(tx: Tx, unseal: bytes) -> _Keys:
-    gen = int(st.get_meta(tx, "master_gen") or "0")
-    wrapped = tx.value("SELECT wrapped FROM master_keys WHERE generation = ?", gen)
+    gen = int(repo.get_meta(tx, "master_gen") or "0")
+    wrapped = repo.master_key(tx, gen)
     if wrapped is None:
         raise ValueError("master key record missing")
     try:
-        master = aead.unwrap_key(unseal, bytes(wrapped), master_aad(gen))
+        master = aead.unwrap_key(unseal, wrapped, master_aad(gen))
     except aead.DecryptionError:
         raise WrongPassphrase("wrong passphrase") from None
-    audit_wrapped = tx.value("SELECT wrapped FROM system_keys WHERE name = 'audit'")
-    audit_key = aead.unwrap_key(master, bytes(audit_wrapped), _syskey_aad("audit"))
+    audit_wrapped = repo.system_key(tx, "audit")
+    if audit_wrapped is None:
+        raise ValueError("audit key record missing")
+    audit_key = aead.unwrap_key(master, audit_wrapped, _syskey_aad("audit"))
     return _Keys(unseal=unseal, master_gen=gen, master=master, audit=audit_key)
 
 
@@ -136,7 +128,7 @@ class Barrier:
     def refresh(self, tx: Tx) -> None:
         """Pick up a master key rotated by another process."""
         keys = self._current()
-        gen = int(st.get_meta(tx, "master_gen") or "0")
+        gen = int(repo.get_meta(tx, "master_gen") or "0")
         if gen != keys.master_gen:
             fresh = _load(tx, keys.unseal)
             with self._lock:
@@ -163,9 +155,8 @@ class Barrier:
         self.refresh(tx)
         keys = self._current()
         dk = aead.new_key()
-        tx.run(
-            "INSERT INTO deposit_versions (deposit_id, version, master_gen, wrapped_key, ciphertext, created) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
+        repo.insert_version(
+            tx,
             deposit_id,
             version,
             keys.master_gen,
@@ -177,16 +168,13 @@ class Barrier:
     def read_version(self, tx: Tx, deposit_id: int, owner: str, version: int) -> bytes:
         """A deposit version's plaintext; aead.DecryptionError if its row is missing or was
         altered (moved to another deposit, owner or version included)."""
-        row = tx.one(
-            "SELECT master_gen, wrapped_key, ciphertext FROM deposit_versions WHERE deposit_id = ? AND version = ?",
-            deposit_id,
-            version,
-        )
+        row = repo.version(tx, deposit_id, version)
         if row is None:
             raise aead.DecryptionError("version row missing")
-        keys = self._keys_for(tx, row[0])
-        dk = aead.unwrap_key(keys.master, bytes(row[1]), dk_aad(deposit_id, owner, version))
-        return aead.open_(dk, bytes(row[2]), _content_aad(deposit_id, owner, version))
+        gen, wrapped, ciphertext = row
+        keys = self._keys_for(tx, gen)
+        dk = aead.unwrap_key(keys.master, wrapped, dk_aad(deposit_id, owner, version))
+        return aead.open_(dk, ciphertext, _content_aad(deposit_id, owner, version))
 
     # -- rotation ---------------------------------------------------------------------
     def rotate(self, tx: Tx) -> int:
@@ -201,34 +189,14 @@ class Barrier:
         old = self._current()
         new_gen = old.master_gen + 1
         new_master = aead.new_key()
-        tx.run(
-            "INSERT INTO master_keys (generation, wrapped, created) VALUES (?, ?, ?)",
-            new_gen,
-            aead.wrap_key(old.unseal, new_master, master_aad(new_gen)),
-            time.time(),
-        )
-        rows = tx.all(
-            "SELECT v.deposit_id, v.version, v.wrapped_key, d.owner_id "
-            "FROM deposit_versions v JOIN deposits d ON d.id = v.deposit_id"
-        )
-        for deposit_id, version, wrapped, owner in rows:
+        repo.insert_master_key(tx, new_gen, aead.wrap_key(old.unseal, new_master, master_aad(new_gen)), time.time())
+        for deposit_id, version, wrapped, owner in repo.version_keys(tx):
             aad = dk_aad(deposit_id, owner, version)
-            dk = aead.unwrap_key(old.master, bytes(wrapped), aad)
-            tx.run(
-                "UPDATE deposit_versions SET master_gen = ?, wrapped_key = ? WHERE deposit_id = ? AND version = ?",
-                new_gen,
-                aead.wrap_key(new_master, dk, aad),
-                deposit_id,
-                version,
-            )
-        for name, wrapped in tx.all("SELECT name, wrapped FROM system_keys"):
-            key = aead.unwrap_key(old.master, bytes(wrapped), _syskey_aad(name))
-            tx.run(
-                "UPDATE system_keys SET master_gen = ?, wrapped = ? WHERE name = ?",
-                new_gen,
-                aead.wrap_key(new_master, key, _syskey_aad(name)),
-                name,
-            )
-        tx.run("DELETE FROM master_keys WHERE generation <> ?", new_gen)
-        st.set_meta(tx, "master_gen", str(new_gen))
+            dk = aead.unwrap_key(old.master, wrapped, aad)
+            repo.set_version_key(tx, deposit_id, version, new_gen, aead.wrap_key(new_master, dk, aad))
+        for name, wrapped in repo.system_keys(tx):
+            key = aead.unwrap_key(old.master, wrapped, _syskey_aad(name))
+            repo.set_system_key(tx, name, new_gen, aead.wrap_key(new_master, key, _syskey_aad(name)))
+        repo.keep_only_master_key(tx, new_gen)
+        repo.set_meta(tx, "master_gen", str(new_gen))
         return new_gen

@@ -19,6 +19,7 @@ from typing import Any
 
 from strongroom.server import audit as audit_mod
 from strongroom.server import barrier as barrier_mod
+from strongroom.server import repository as repo
 from strongroom.server import storage as st
 from strongroom.server.errors import Refused, Sealed, StorageUnavailable, Unavailable
 from strongroom.server.headfile import HeadFile
@@ -166,7 +167,7 @@ class GroupCommitter:
                 # Drain only now, holding the write lock: whatever queued while we waited for
                 # the other process's commit joins this batch and shares its fsync.
                 self._drain(batch)
-                epoch = st.get_meta(tx, "seal_epoch")
+                epoch = repo.get_meta(tx, "seal_epoch")
                 if epoch is not None and int(epoch) != self.barrier.epoch:
                     # Sealed through another process since our last tick: stop serving at once
                     # rather than at the next tick.

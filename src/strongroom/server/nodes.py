@@ -18,6 +18,7 @@ import time
 from strongroom.crypto import aead, sealedbox
 from strongroom.crypto.identity import b64u
 from strongroom.server import barrier as barrier_mod
+from strongroom.server import repository as repo
 from strongroom.server import storage as st
 
 log = logging.getLogger("strongroom.server.nodes")
@@ -44,19 +45,12 @@ class NodeAgent:
 
     def join(self) -> None:
         with self.store.exclusive() as tx:
-            tx.run(
-                "INSERT INTO nodes (id, public_key, tag, heartbeat) VALUES (?, ?, ?, ?)",
-                self.node_id,
-                self.box.public,
-                self._tag(self.node_id, self.box.public),
-                time.time(),
-            )
+            repo.insert_node(tx, self.node_id, self.box.public, self._tag(self.node_id, self.box.public), time.time())
 
     def leave(self) -> None:
         try:
             with self.store.exclusive() as tx:
-                tx.run("DELETE FROM grants WHERE node_id = ?", self.node_id)
-                tx.run("DELETE FROM nodes WHERE id = ?", self.node_id)
+                repo.delete_node(tx, self.node_id)
         except Exception:  # noqa: BLE001 - leaving is best effort; stale rows expire anyway
             log.debug("could not remove node row on exit", exc_info=True)
 
@@ -64,36 +58,30 @@ class NodeAgent:
         """One round: heartbeat, follow the seal epoch and master generation, hand out grants."""
         now = time.time()
         with self.store.exclusive() as tx:
-            tx.run("UPDATE nodes SET heartbeat = ? WHERE id = ?", now, self.node_id)
-            epoch = int(st.get_meta(tx, "seal_epoch") or "1")
+            repo.heartbeat(tx, self.node_id, now)
+            epoch = int(repo.get_meta(tx, "seal_epoch") or "1")
             if not self.barrier.sealed and self.barrier.epoch != epoch:
                 log.warning("sealed by another server process (epoch %d)", epoch)
                 self.barrier.seal()
             if self.barrier.sealed:
-                box = tx.value("SELECT box FROM grants WHERE node_id = ? AND epoch = ?", self.node_id, epoch)
+                box = repo.grant_for(tx, self.node_id, epoch)
                 if box is not None:
                     try:
-                        self.barrier.unseal_with_grant(tx, self.box, bytes(box), _grant_aad(self.node_id, epoch), epoch)
+                        self.barrier.unseal_with_grant(tx, self.box, box, _grant_aad(self.node_id, epoch), epoch)
                         log.info("unsealed by a grant from another server process")
                     except (aead.DecryptionError, barrier_mod.WrongPassphrase, ValueError):
                         log.error("a grant for this process did not open; ignoring it")
                 return
             self.barrier.refresh(tx)
-            have = {r[0] for r in tx.all("SELECT node_id FROM grants WHERE epoch = ?", epoch)}
-            for node_id, public, tag in tx.all("SELECT id, public_key, tag FROM nodes WHERE heartbeat > ?", now - LIVE_SECONDS):
+            have = repo.granted_nodes(tx, epoch)
+            for node_id, public, tag in repo.live_nodes(tx, now - LIVE_SECONDS):
                 if node_id in have or node_id == self.node_id:
                     continue
-                if not hmac.compare_digest(bytes(tag), self._tag(node_id, bytes(public))):
+                if not hmac.compare_digest(tag, self._tag(node_id, public)):
                     log.error("node row %s is not signed with this data dir's node key; not unsealing it", node_id)
                     continue
-                box = self.barrier.grant(bytes(public), _grant_aad(node_id, epoch))
-                tx.run("INSERT INTO grants (node_id, epoch, box) VALUES (?, ?, ?)", node_id, epoch, box)
+                repo.insert_grant(tx, node_id, epoch, self.barrier.grant(public, _grant_aad(node_id, epoch)))
             if now - self._last_cleanup > 10:
                 self._last_cleanup = now
-                stale = now - FORGET_SECONDS
-                tx.run(
-                    "DELETE FROM grants WHERE epoch <> ? OR node_id IN (SELECT id FROM nodes WHERE heartbeat < ?)", epoch, stale
-                )
-                tx.run("DELETE FROM nodes WHERE heartbeat < ?", stale)
-                # a request this old is refused for its timestamp alone
-                tx.run("DELETE FROM seen_nonces WHERE ts < ?", int(now) - st.NONCE_MEMORY_SECONDS)
+                # a request older than the nonce memory is refused for its timestamp alone
+                repo.forget_stale(tx, epoch, now - FORGET_SECONDS, int(now) - st.NONCE_MEMORY_SECONDS)

@@ -21,6 +21,7 @@ from typing import Any
 
 from strongroom.crypto.hygiene import harden_process
 from strongroom.server import barrier as barrier_mod
+from strongroom.server import repository as repo
 from strongroom.server import storage, tls
 from strongroom.server.datadir import DataDir
 from strongroom.server.errors import StorageUnavailable
@@ -103,7 +104,7 @@ def _worker(sock: socket.socket, data: DataDir, unseal_key: bytes | None, log_le
     bar = barrier_mod.Barrier()
     if unseal_key is not None:
         with store.exclusive() as tx:
-            bar.unseal(tx, unseal_key, int(storage.get_meta(tx, "seal_epoch") or "1"))
+            bar.unseal(tx, unseal_key, int(repo.get_meta(tx, "seal_epoch") or "1"))
     service = Service(store, bar, data, config)
     link = WriterLink(writer_path, REQUEST_TIMEOUT, frame_limit(config.deposit_limit))
     app = create_app(service, link, NodeAgent(store, bar, data.node_key()))

@@ -24,6 +24,7 @@ from strongroom.crypto.identity import b64u, unb64u, verify
 from strongroom.rng.mix import EntropyMixer
 from strongroom.server import audit as audit_mod
 from strongroom.server import barrier as barrier_mod
+from strongroom.server import repository as repo
 from strongroom.server import storage as st
 from strongroom.server.committer import GroupCommitter
 from strongroom.server.datadir import DataDir, ServerConfig
@@ -41,6 +42,7 @@ from strongroom.server.errors import (
     Unauthorized,
     Unavailable,
 )
+from strongroom.server.repository import ClientRow, DepositRow
 from strongroom.server.storage import INTEGRITY_ERRORS, Tx
 
 log = logging.getLogger("strongroom.server")
@@ -60,7 +62,6 @@ REGISTER_WINDOW_SECONDS = 60
 T = TypeVar("T")
 
 
-
 def _utc(t: float) -> str:
     """A Unix time as ISO 8601 UTC; a time stored before times were bounded (the API takes 0 to
     year 9999) is shown as it is instead of failing the request."""
@@ -68,6 +69,7 @@ def _utc(t: float) -> str:
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
     except (OverflowError, ValueError, OSError):
         return repr(t)
+
 
 @dataclass(frozen=True)
 class SignedRequest:
@@ -87,44 +89,6 @@ class Policy:
     expires_at: float | None = None
     not_before: float | None = None
     max_retrievals: int | None = None
-
-
-@dataclass(frozen=True)
-class ClientRow:
-    id: str
-    org_id: int | None
-    name: str
-    role: str
-    status: str
-    public_key: bytes
-
-
-_CLIENT_COLS = st.columns_of(ClientRow, st.clients)
-
-
-def _client(row: tuple[Any, ...] | None) -> ClientRow | None:
-    return ClientRow(row[0], row[1], row[2], row[3], row[4], bytes(row[5])) if row is not None else None
-
-
-@dataclass(frozen=True)
-class DepositRow:
-    id: int
-    owner_id: str
-    name: str
-    latest_version: int
-    expires_at: float | None
-    not_before: float | None
-    max_retrievals: int | None
-    retrievals: int
-    created: float
-    updated: float
-
-
-_DEPOSIT_COLS = st.columns_of(DepositRow, st.deposits)
-
-
-def _deposit(row: tuple[Any, ...] | None) -> DepositRow | None:
-    return DepositRow(*row) if row is not None else None
 
 
 @dataclass
@@ -251,32 +215,25 @@ class Service:
         if key is None:
             try:
                 with self.store.snapshot() as tx:
-                    raw = tx.value("SELECT public_key FROM clients WHERE id = ?", client_id)
+                    raw = repo.client_public_key(tx, client_id)
             except StorageUnavailable as e:
                 raise Unavailable(f"database unavailable ({e})") from None
             if raw is None:
                 return None
             if len(self._keys) > 100_000:
                 self._keys.clear()
-            key = self._keys[client_id] = bytes(raw)
+            key = self._keys[client_id] = raw
         return key
 
     def _authenticate(self, tx: Tx, raw_path: str, aw: audit_mod.AuditWriter, checked: Checked) -> ClientRow:
         client_id, nonce, ts = checked
-        client = _client(tx.one(f"SELECT {_CLIENT_COLS} FROM clients WHERE id = ?", client_id))
+        client = repo.client(tx, client_id)
         if client is None:
             raise Unauthorized("unknown client or bad signature")
         if client.status != "active":
             aw.append(client.id, "auth", raw_path, "denied", reason=f"client is {client.status}")
             raise Refused(Denied(f"this client is {client.status}"))
-        # A nonce seen before inserts nothing (no savepoint and no error to unwind per request).
-        fresh = tx.run(
-            "INSERT INTO seen_nonces (ts, nonce, client_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-            ts,
-            nonce,
-            client_id,
-        )
-        if fresh != 1:
+        if not repo.record_nonce(tx, ts, nonce, client_id):
             raise Unauthorized("replayed request (nonce already used)")
         return client
 
@@ -309,31 +266,18 @@ class Service:
         def run(tx: Tx, aw: audit_mod.AuditWriter) -> dict[str, Any]:
             # Counted in the database: every worker and every server on it sees the same count.
             now = self.clock()
-            failed = tx.one(
-                "SELECT COUNT(*) FROM registration_failures WHERE source = ? AND at > ?", addr, now - REGISTER_WINDOW_SECONDS
-            )
-            if failed is not None and failed[0] >= REGISTER_FAILURES_PER_MINUTE:
+            if repo.registration_failures(tx, addr, now - REGISTER_WINDOW_SECONDS) >= REGISTER_FAILURES_PER_MINUTE:
                 raise TooMany("too many failed registrations from this address; wait a minute")
-            row = tx.one("SELECT id, secret_hash FROM orgs WHERE name = ?", org)
-            expected = bytes(row[1]) if row is not None else secret_hash(new_secret())
+            row = repo.org_secret(tx, org)
+            expected = row[1] if row is not None else secret_hash(new_secret())
             if not hmac.compare_digest(expected, digest) or row is None:
                 aw.append("anonymous", "register", org, "denied", source=source, reason="wrong organization or auth secret")
-                tx.run("DELETE FROM registration_failures WHERE source = ? AND at <= ?", addr, now - REGISTER_WINDOW_SECONDS)
-                tx.run("INSERT INTO registration_failures (source, at) VALUES (?, ?)", addr, now)
+                repo.record_registration_failure(tx, addr, now, now - REGISTER_WINDOW_SECONDS)
                 raise Refused(Unauthorized("wrong organization or auth secret"))
             client_id = new_client_id()
             try:
                 with tx.savepoint():
-                    tx.run(
-                        "INSERT INTO clients (id, org_id, name, public_key, role, status, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        client_id,
-                        row[0],
-                        name,
-                        pub,
-                        "client",
-                        "active",
-                        self.clock(),
-                    )
+                    repo.insert_client(tx, client_id, row[0], name, pub, "client", self.clock())
             except INTEGRITY_ERRORS:
                 raise Conflict("this public key is already registered") from None
             aw.append(client_id, "register", org, "ok", name=name, source=source)
@@ -349,10 +293,10 @@ class Service:
         for r in policy.readers:
             kind, _, ident = r.partition(":")
             if kind == "client" and CLIENT_ID_RE.match(ident):
-                if tx.one("SELECT 1 FROM clients WHERE id = ? AND org_id = ?", ident, owner.org_id) is None:
+                if not repo.client_in_org(tx, ident, owner.org_id):
                     raise BadRequest(f"reader {r}: no such client in your organization")
             elif kind == "group" and SHORT_NAME_RE.match(ident):
-                if tx.one("SELECT 1 FROM groups WHERE name = ? AND org_id = ?", ident, owner.org_id) is None:
+                if repo.group_id(tx, owner.org_id, ident) is None:
                     raise BadRequest(f"reader {r}: no such group in your organization")
             else:
                 raise BadRequest(f"reader {r!r}: use client:ID or group:NAME")
@@ -360,22 +304,7 @@ class Service:
         return sorted(set(out))
 
     def _set_policy(self, tx: Tx, deposit_id: int, rows: list[tuple[str, str]], policy: Policy) -> None:
-        tx.run("DELETE FROM deposit_readers WHERE deposit_id = ?", deposit_id)
-        if rows:
-            tx.many(
-                "INSERT INTO deposit_readers (deposit_id, kind, principal) VALUES (?, ?, ?)",
-                [(deposit_id, k, p) for k, p in rows],
-            )
-        tx.run(
-            "UPDATE deposits SET expires_at = ?, not_before = ?, max_retrievals = ? WHERE id = ?",
-            policy.expires_at,
-            policy.not_before,
-            policy.max_retrievals,
-            deposit_id,
-        )
-
-    def _find(self, tx: Tx, owner_id: str, name: str) -> DepositRow | None:
-        return _deposit(tx.one(f"SELECT {_DEPOSIT_COLS} FROM deposits WHERE owner_id = ? AND name = ?", owner_id, name))
+        repo.set_policy(tx, deposit_id, rows, policy.expires_at, policy.not_before, policy.max_retrievals)
 
     def put(self, ctx: Ctx, name: str, data: bytes, policy: Policy | None) -> dict[str, Any]:
         check_name(name)
@@ -384,24 +313,15 @@ class Service:
         tx, me = ctx.tx, ctx.client
         rows = self._policy_rows(tx, me, policy) if policy is not None else []
         now = self.clock()
-        dep = self._find(tx, me.id, name)
+        dep = repo.deposit(tx, me.id, name)
         if dep is None:
-            deposit_id = int(
-                tx.value(
-                    "INSERT INTO deposits (owner_id, name, latest_version, retrievals, created, updated) "
-                    "VALUES (?, ?, 1, 0, ?, ?) RETURNING id",
-                    me.id,
-                    name,
-                    now,
-                    now,
-                )
-            )
+            deposit_id = repo.insert_deposit(tx, me.id, name, now)
             version = 1
             if policy is not None:
                 self._set_policy(tx, deposit_id, rows, policy)
         else:
             deposit_id, version = dep.id, dep.latest_version + 1
-            tx.run("UPDATE deposits SET latest_version = ?, updated = ? WHERE id = ?", version, now, deposit_id)
+            repo.set_latest_version(tx, deposit_id, version, now)
             if policy is not None:
                 self._set_policy(tx, deposit_id, rows, policy)
         self.barrier.write_version(tx, deposit_id, me.id, version, data, now)
@@ -409,19 +329,7 @@ class Service:
         return {"name": name, "owner": me.id, "version": version}
 
     def _may_see(self, tx: Tx, me: ClientRow, dep: DepositRow) -> bool:
-        if dep.owner_id == me.id:
-            return True
-        hit = tx.one(
-            "SELECT 1 FROM deposit_readers r WHERE r.deposit_id = ? AND ("
-            "(r.kind = 'client' AND r.principal = ?) OR "
-            "(r.kind = 'group' AND r.principal IN ("
-            "SELECT g.name FROM groups g JOIN group_members m ON m.group_id = g.id WHERE m.client_id = ?)))"
-            " LIMIT 1",
-            dep.id,
-            me.id,
-            me.id,
-        )
-        return hit is not None
+        return dep.owner_id == me.id or repo.may_read(tx, dep.id, me.id)
 
     def get(self, ctx: Ctx, name: str, owner: str | None, version: int | None) -> dict[str, Any]:
         check_name(name)
@@ -430,7 +338,7 @@ class Service:
             raise BadRequest("owner must be a client id")
         owner_id = owner or me.id
         target = f"{owner_id}/{name}"
-        dep = self._find(tx, owner_id, name)
+        dep = repo.deposit(tx, owner_id, name)
         if dep is None or not self._may_see(tx, me, dep):
             ctx.audit.append(me.id, "get", target, "denied", reason="not found or not visible")
             raise Refused(NotFound("no such deposit"))
@@ -452,20 +360,14 @@ class Service:
             log.error("deposit %s version %d failed authentication: the database row was altered", target, v)
             ctx.audit.append(me.id, "get", target, "error", reason="ciphertext failed authentication", version=v)
             raise Refused(IntegrityFailure("deposit failed its integrity check; the operator has been told")) from None
-        # One conditional update makes the retrieval count exact under concurrency.
-        counted = tx.run(
-            "UPDATE deposits SET retrievals = retrievals + 1 "
-            "WHERE id = ? AND (max_retrievals IS NULL OR retrievals < max_retrievals)",
-            dep.id,
-        )
-        if counted != 1:
+        if not repo.count_retrieval(tx, dep.id):
             ctx.audit.append(me.id, "get", target, "denied", reason="retrieval limit reached")
             raise Refused(Gone("deposit has reached its retrieval limit"))
         ctx.audit.append(me.id, "get", target, "ok", version=v)
         return {"name": name, "owner": dep.owner_id, "version": v, "data": data}
 
     def _describe(self, tx: Tx, dep: DepositRow) -> dict[str, Any]:
-        readers = tx.all("SELECT kind, principal FROM deposit_readers WHERE deposit_id = ?", dep.id)
+        readers = repo.readers(tx, dep.id)
         return {
             "name": dep.name,
             "owner": dep.owner_id,
@@ -484,21 +386,14 @@ class Service:
     def list_deposits(self, ctx: Ctx, shared: bool) -> list[dict[str, Any]]:
         tx, me = ctx.tx, ctx.client
         if shared:
-            rows = tx.all(
-                f"SELECT DISTINCT {', '.join('d.' + c for c in _DEPOSIT_COLS.split(', '))} FROM deposits d "
-                "JOIN deposit_readers r ON r.deposit_id = d.id WHERE d.owner_id <> ? ORDER BY d.owner_id, d.name",
-                me.id,
-            )
-            deps = [d for d in (DepositRow(*r) for r in rows) if self._may_see(tx, me, d)]
+            deps = [d for d in repo.deposits_with_readers(tx, me.id) if self._may_see(tx, me, d)]
         else:
-            deps = [
-                DepositRow(*r) for r in tx.all(f"SELECT {_DEPOSIT_COLS} FROM deposits WHERE owner_id = ? ORDER BY name", me.id)
-            ]
+            deps = repo.deposits_of(tx, me.id)
         return [self._describe(tx, d) for d in deps]
 
     def _own(self, ctx: Ctx, name: str, action: str) -> DepositRow:
         check_name(name)
-        dep = self._find(ctx.tx, ctx.client.id, name)
+        dep = repo.deposit(ctx.tx, ctx.client.id, name)
         if dep is None:
             ctx.audit.append(ctx.client.id, action, f"{ctx.client.id}/{name}", "denied", reason="not found")
             raise Refused(NotFound("no such deposit of yours"))
@@ -516,9 +411,7 @@ class Service:
 
     def delete(self, ctx: Ctx, name: str) -> dict[str, Any]:
         dep = self._own(ctx, name, "delete")
-        ctx.tx.run("DELETE FROM deposit_versions WHERE deposit_id = ?", dep.id)
-        ctx.tx.run("DELETE FROM deposit_readers WHERE deposit_id = ?", dep.id)
-        ctx.tx.run("DELETE FROM deposits WHERE id = ?", dep.id)
+        repo.delete_deposit(ctx.tx, dep.id)
         ctx.audit.append(ctx.client.id, "delete", f"{ctx.client.id}/{name}", "ok", versions=dep.latest_version)
         return {"name": name, "deleted": True}
 
@@ -527,14 +420,14 @@ class Service:
         rows = self._policy_rows(ctx.tx, ctx.client, policy)
         self._set_policy(ctx.tx, dep.id, rows, policy)
         ctx.audit.append(ctx.client.id, "policy", f"{ctx.client.id}/{name}", "ok", readers=len(rows))
-        fresh = _deposit(ctx.tx.one(f"SELECT {_DEPOSIT_COLS} FROM deposits WHERE id = ?", dep.id))
+        fresh = repo.deposit_by_id(ctx.tx, dep.id)
         assert fresh is not None
         return self._describe(ctx.tx, fresh)
 
     def whoami(self, ctx: Ctx) -> dict[str, Any]:
         org = None
         if ctx.client.org_id is not None:
-            org = ctx.tx.value("SELECT name FROM orgs WHERE id = ?", ctx.client.org_id)
+            org = repo.org_name(ctx.tx, ctx.client.org_id)
         return {"client_id": ctx.client.id, "name": ctx.client.name, "org": org, "role": ctx.client.role}
 
     # -- organizations, clients, groups (admin) ------------------------------------------------
@@ -543,54 +436,48 @@ class Service:
         secret = new_secret()
         try:
             with ctx.tx.savepoint():
-                ctx.tx.run(
-                    "INSERT INTO orgs (name, secret_hash, created) VALUES (?, ?, ?)", name, secret_hash(secret), self.clock()
-                )
+                repo.insert_org(ctx.tx, name, secret_hash(secret), self.clock())
         except INTEGRITY_ERRORS:
             raise Conflict(f"organization {name} exists") from None
         ctx.audit.append(ctx.client.id, "org.create", name, "ok")
         return {"name": name, "auth_secret": secret}
 
     def list_orgs(self, ctx: Ctx) -> list[dict[str, Any]]:
-        counts: dict[int, int] = dict(ctx.tx.all("SELECT org_id, COUNT(*) FROM clients GROUP BY org_id"))  # type: ignore[arg-type]
+        counts = repo.client_counts(ctx.tx)
         return [
-            {"name": name, "created": created, "clients": counts.get(org_id, 0)}
-            for org_id, name, created in ctx.tx.all("SELECT id, name, created FROM orgs ORDER BY name")
+            {"name": name, "created": created, "clients": counts.get(org, 0)} for org, name, created in repo.list_orgs(ctx.tx)
         ]
 
     def _org_id(self, ctx: Ctx, name: str) -> int:
         check_name(name, "organization name", SHORT_NAME_RE)
-        org_id = ctx.tx.value("SELECT id FROM orgs WHERE name = ?", name)
-        if org_id is None:
+        org = repo.org_id(ctx.tx, name)
+        if org is None:
             raise NotFound(f"no organization {name}")
-        return int(org_id)
+        return org
 
     def rotate_org_secret(self, ctx: Ctx, name: str) -> dict[str, Any]:
         org_id = self._org_id(ctx, name)
         secret = new_secret()
-        ctx.tx.run("UPDATE orgs SET secret_hash = ? WHERE id = ?", secret_hash(secret), org_id)
+        repo.set_org_secret(ctx.tx, org_id, secret_hash(secret))
         ctx.audit.append(ctx.client.id, "org.rotate-secret", name, "ok")
         return {"name": name, "auth_secret": secret}
 
     def list_clients(self, ctx: Ctx) -> list[dict[str, Any]]:
-        rows = ctx.tx.all(
-            "SELECT c.id, c.name, o.name, c.role, c.status, c.created "
-            "FROM clients c LEFT JOIN orgs o ON o.id = c.org_id ORDER BY c.created"
-        )
+        rows = repo.list_clients(ctx.tx)
         keys = ("client_id", "name", "org", "role", "status", "created")
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
     def set_client_status(self, ctx: Ctx, client_id: str, status: str) -> dict[str, Any]:
         if not CLIENT_ID_RE.match(client_id):
             raise BadRequest("bad client id")
-        row = _client(ctx.tx.one(f"SELECT {_CLIENT_COLS} FROM clients WHERE id = ?", client_id))
+        row = repo.client(ctx.tx, client_id)
         if row is None:
             raise NotFound(f"no client {client_id}")
         if row.role == "admin":
             raise Conflict("the admin credential cannot be disabled or revoked here")
         if row.status == "revoked" and status != "revoked":
             raise Conflict("a revoked client stays revoked; register the host again")
-        ctx.tx.run("UPDATE clients SET status = ? WHERE id = ?", status, client_id)
+        repo.set_client_status(ctx.tx, client_id, status)
         verb = {"active": "enable", "disabled": "disable", "revoked": "revoke"}[status]
         ctx.audit.append(ctx.client.id, f"client.{verb}", client_id, "ok")
         return {"client_id": client_id, "status": status}
@@ -598,24 +485,19 @@ class Service:
     def _group(self, ctx: Ctx, org: str, name: str) -> tuple[int, int | None]:
         org_id = self._org_id(ctx, org)
         check_name(name, "group name", SHORT_NAME_RE)
-        gid = ctx.tx.value("SELECT id FROM groups WHERE org_id = ? AND name = ?", org_id, name)
-        return org_id, (int(gid) if gid is not None else None)
-
-    def _members(self, ctx: Ctx, group_id: int) -> list[str]:
-        return sorted(r[0] for r in ctx.tx.all("SELECT client_id FROM group_members WHERE group_id = ?", group_id))
+        return org_id, repo.group_id(ctx.tx, org_id, name)
 
     def create_group(self, ctx: Ctx, org: str, name: str) -> dict[str, Any]:
         org_id, gid = self._group(ctx, org, name)
         if gid is not None:
             raise Conflict(f"group {name} exists in {org}")
-        ctx.tx.run("INSERT INTO groups (org_id, name) VALUES (?, ?)", org_id, name)
+        repo.insert_group(ctx.tx, org_id, name)
         ctx.audit.append(ctx.client.id, "group.create", f"{org}/{name}", "ok")
         return {"org": org, "name": name, "members": []}
 
     def list_groups(self, ctx: Ctx, org: str) -> list[dict[str, Any]]:
         org_id = self._org_id(ctx, org)
-        gs = ctx.tx.all("SELECT id, name FROM groups WHERE org_id = ? ORDER BY name", org_id)
-        return [{"org": org, "name": name, "members": self._members(ctx, gid)} for gid, name in gs]
+        return [{"org": org, "name": name, "members": repo.members(ctx.tx, gid)} for gid, name in repo.groups_of(ctx.tx, org_id)]
 
     def change_group(self, ctx: Ctx, org: str, name: str, add: list[str], remove: list[str]) -> dict[str, Any]:
         org_id, gid = self._group(ctx, org, name)
@@ -625,27 +507,19 @@ class Service:
             if not CLIENT_ID_RE.match(cid):
                 raise BadRequest(f"bad client id {cid!r}")
         for cid in add:
-            if ctx.tx.one("SELECT 1 FROM clients WHERE id = ? AND org_id = ?", cid, org_id) is None:
+            if not repo.client_in_org(ctx.tx, cid, org_id):
                 raise BadRequest(f"client {cid} is not in organization {org}")
-            if ctx.tx.one("SELECT 1 FROM group_members WHERE group_id = ? AND client_id = ?", gid, cid) is None:
-                ctx.tx.run("INSERT INTO group_members (group_id, client_id) VALUES (?, ?)", gid, cid)
+            repo.add_member(ctx.tx, gid, cid)
         for cid in remove:
-            ctx.tx.run("DELETE FROM group_members WHERE group_id = ? AND client_id = ?", gid, cid)
+            repo.remove_member(ctx.tx, gid, cid)
         ctx.audit.append(ctx.client.id, "group.change", f"{org}/{name}", "ok", added=add, removed=remove)
-        return {"org": org, "name": name, "members": self._members(ctx, gid)}
+        return {"org": org, "name": name, "members": repo.members(ctx.tx, gid)}
 
     def delete_group(self, ctx: Ctx, org: str, name: str) -> dict[str, Any]:
         _org_id, gid = self._group(ctx, org, name)
         if gid is None:
             raise NotFound(f"no group {name} in {org}")
-        ctx.tx.run("DELETE FROM group_members WHERE group_id = ?", gid)
-        ctx.tx.run(
-            "DELETE FROM deposit_readers WHERE kind = 'group' AND principal = ? AND deposit_id IN "
-            "(SELECT d.id FROM deposits d JOIN clients c ON c.id = d.owner_id WHERE c.org_id = ?)",
-            name,
-            _org_id,
-        )
-        ctx.tx.run("DELETE FROM groups WHERE id = ?", gid)
+        repo.delete_group(ctx.tx, gid, _org_id, name)
         ctx.audit.append(ctx.client.id, "group.delete", f"{org}/{name}", "ok")
         return {"org": org, "name": name, "deleted": True}
 
@@ -660,9 +534,9 @@ class Service:
             self.barrier.refresh(tx)
 
     def seal(self, ctx: Ctx) -> dict[str, Any]:
-        epoch = int(st.get_meta(ctx.tx, "seal_epoch") or "1") + 1
-        st.set_meta(ctx.tx, "seal_epoch", str(epoch))
-        ctx.tx.run("DELETE FROM grants")
+        epoch = int(repo.get_meta(ctx.tx, "seal_epoch") or "1") + 1
+        repo.set_meta(ctx.tx, "seal_epoch", str(epoch))
+        repo.delete_grants(ctx.tx)
         ctx.audit.append(ctx.client.id, "seal", "", "ok", epoch=epoch)
         return {"sealed": True, "epoch": epoch}
 
@@ -674,7 +548,7 @@ class Service:
                 client = self._authenticate(tx, req.raw_path, _NullAudit(), checked)  # type: ignore[arg-type]
                 if client.role != "admin":
                     raise Denied("unsealing needs the admin credential")
-                epoch = int(st.get_meta(tx, "seal_epoch") or "1")
+                epoch = int(repo.get_meta(tx, "seal_epoch") or "1")
         except Refused as r:
             raise r.error from None
         except StorageUnavailable as e:
@@ -703,10 +577,9 @@ class Service:
             self.barrier.unseal(tx, unseal_key, epoch)
 
         def record(tx: Tx, aw: audit_mod.AuditWriter) -> None:
-            held = tx.all("SELECT ts, actor, action, outcome, detail FROM sealed_events ORDER BY ts")
-            for ts, actor, action, outcome, detail in held:
+            for ts, actor, action, outcome, detail in repo.held_events(tx):
                 aw.append(actor, action, "", outcome, while_sealed_at=ts, **json.loads(detail))
-            tx.run("DELETE FROM sealed_events")
+            repo.clear_held_events(tx)
             aw.append(client.id, "unseal", "", "ok", epoch=epoch, changed=True)
 
         self._action(record)
@@ -716,26 +589,17 @@ class Service:
         """Keep a refusal made while sealed for the next unseal to chain (bounded)."""
         try:
             with self.store.exclusive() as tx:
-                if tx.value("SELECT COUNT(*) FROM sealed_events") >= st.MAX_SEALED_EVENTS:
+                if repo.count_held_events(tx) >= st.MAX_SEALED_EVENTS:
                     log.warning("while sealed, a refusal was not kept for the audit log (%d already held)", st.MAX_SEALED_EVENTS)
                     return
-                tx.run(
-                    "INSERT INTO sealed_events (ts, actor, action, outcome, detail) VALUES (?, ?, ?, ?, ?)",
-                    self.clock(),
-                    actor,
-                    action,
-                    outcome,
-                    json.dumps(detail, separators=(",", ":"), sort_keys=True),
+                repo.hold_event(
+                    tx, self.clock(), actor, action, outcome, json.dumps(detail, separators=(",", ":"), sort_keys=True)
                 )
         except StorageUnavailable as e:
             log.warning("while sealed, a refusal was not kept for the audit log: database unavailable (%s)", e)
 
     def audit_tail(self, ctx: Ctx, after: int, limit: int) -> list[dict[str, Any]]:
-        cols = "seq, ts, actor, action, target, outcome, detail"
-        if after < 0:
-            rows = list(reversed(ctx.tx.all(f"SELECT {cols} FROM audit ORDER BY seq DESC LIMIT ?", limit)))
-        else:
-            rows = ctx.tx.all(f"SELECT {cols} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", after, limit)
+        rows = repo.audit_entries(ctx.tx, after, limit)
         return [
             {"seq": r[0], "ts": r[1], "actor": r[2], "action": r[3], "target": r[4], "outcome": r[5], "detail": json.loads(r[6])}
             for r in rows

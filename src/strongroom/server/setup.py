@@ -10,6 +10,7 @@ from pathlib import Path
 from strongroom.client.profile import Profile
 from strongroom.crypto.identity import Identity
 from strongroom.server import audit, barrier, storage, tls
+from strongroom.server import repository as repo
 from strongroom.server.datadir import DataDir, DataDirError, ServerConfig
 from strongroom.server.service import SHORT_NAME_RE, check_name, new_client_id, new_secret, secret_hash
 
@@ -85,14 +86,8 @@ def init_server(
             bar.unseal(tx, barrier.initialize(tx, passphrase), 1)
             aw = audit.AuditWriter(tx, 0, audit.GENESIS, bar.audit_key())
             now = time.time()
-            tx.run(
-                "INSERT INTO clients (id, org_id, name, public_key, role, status, created) "
-                "VALUES (?, NULL, 'admin', ?, 'admin', 'active', ?)",
-                admin_id,
-                admin.public_bytes(),
-                now,
-            )
-            tx.run("INSERT INTO orgs (name, secret_hash, created) VALUES (?, ?, ?)", org, secret_hash(secret), now)
+            repo.insert_client(tx, admin_id, None, "admin", admin.public_bytes(), "admin", now)
+            repo.insert_org(tx, org, secret_hash(secret), now)
             aw.append("init", "init", "", "ok", db="postgresql" if not store.is_sqlite else "sqlite")
             aw.append("init", "org.create", org, "ok")
             aw.flush()

@@ -518,16 +518,6 @@ def _first_line(e: BaseException | None) -> str:
     return text.splitlines()[0][:200] if text else "database error"
 
 
-def get_meta(tx: Tx, key: str) -> str | None:
-    v = tx.value("SELECT value FROM meta WHERE key = ?", key)
-    return str(v) if v is not None else None
-
-
-def set_meta(tx: Tx, key: str, value: str) -> None:
-    if tx.run("UPDATE meta SET value = ? WHERE key = ?", value, key) == 0:
-        tx.run("INSERT INTO meta (key, value) VALUES (?, ?)", key, value)
-
-
 def columns_of(row_type: Any, table: Table) -> str:
     """The SELECT list for a row dataclass: its fields in order, each checked to be a column of
     ``table``, so a row type and its table cannot drift apart unnoticed."""

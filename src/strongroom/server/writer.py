@@ -29,6 +29,7 @@ from typing import Any
 
 from strongroom.server import barrier as barrier_mod
 from strongroom.server import errors
+from strongroom.server import repository as repo
 from strongroom.server import storage as st
 from strongroom.server.committer import SETTLE_IDLE
 from strongroom.server.datadir import DataDir
@@ -114,7 +115,7 @@ class Writer:
         self.barrier = barrier_mod.Barrier()
         if unseal_key is not None:
             with self.store.exclusive() as tx:
-                self.barrier.unseal(tx, unseal_key, int(st.get_meta(tx, "seal_epoch") or "1"))
+                self.barrier.unseal(tx, unseal_key, int(repo.get_meta(tx, "seal_epoch") or "1"))
         self.service = Service(self.store, self.barrier, data, config)
         self.agent = NodeAgent(self.store, self.barrier, data.node_key())
         self.limit = frame_limit(config.deposit_limit)
