@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from strongroom.bench import pairs
 from strongroom.bench.fs import Strongroom, daemon_cpu_s, drop_caches, paired_ratio
 
 MIB = 1024
@@ -28,6 +29,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("rounds", type=int, nargs="?", default=6)
     ap.add_argument("--base", action="append", required=True, help="another build's src directory (put first on PYTHONPATH)")
+    ap.add_argument("--json", type=Path, help="also write the paired ratios here (docs/bench/pairs/fs_big.json for the report)")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(dir="/var/tmp"))
     source = root / "source.iso"
@@ -66,12 +68,18 @@ def main() -> None:
         )
         print(f"{s.name}: {cells}")
     this = systems[-1].name
-    for base in systems[:-1]:
-        cells = ", ".join(
-            f"{p} {paired_ratio(wall[this][p], wall[base.name][p]):.2f} / {paired_ratio(cpu[this][p], cpu[base.name][p]):.2f}"
-            for p in phases
+    rows = []
+    for src, base in zip(args.base, systems[:-1], strict=True):
+        ratios = {
+            p: (paired_ratio(wall[this][p], wall[base.name][p]), paired_ratio(cpu[this][p], cpu[base.name][p])) for p in phases
+        }
+        print(
+            f"this vs {base.name} (paired median ratio, wall / daemon CPU): "
+            + ", ".join(f"{p} {w:.2f} / {c:.2f}" for p, (w, c) in ratios.items())
         )
-        print(f"this vs {base.name} (paired median ratio, wall / daemon CPU): {cells}")
+        rows += [{"base": src, "phase": p, "time": w, "daemon CPU": c} for p, (w, c) in ratios.items()]
+    if args.json:
+        pairs.save(args.json, "fs_big", args.rounds, args.base, rows)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,9 @@ def main() -> None:
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(dir="/var/tmp"))
     systems: list[System] = [
-        Gocryptfs(root / "g"), Strongroom(root / "base", "base", args.base), Strongroom(root / "this", "this", None)
+        Gocryptfs(root / "g"),
+        Strongroom(root / "base", "base", args.base),
+        Strongroom(root / "this", "this", None),
     ]
     rates: dict[str, dict[str, list[float]]] = {s.name: {"write": [], "read": []} for s in systems}
     for r in range(args.rounds):

@@ -18,6 +18,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
+from strongroom.bench import pairs
 from strongroom.bench.fs import Gocryptfs, Strongroom, System, _timed, daemon_cpu_s, drop_caches, make_tree_tar, paired_ratio
 
 
@@ -26,6 +27,7 @@ def main() -> None:
     ap.add_argument("rounds", type=int, nargs="?", default=3)
     ap.add_argument("--base", action="append", required=True, help="another build's src directory (put first on PYTHONPATH)")
     ap.add_argument("--files", type=int, default=1500)
+    ap.add_argument("--json", type=Path, help="also write the paired ratios here (docs/bench/pairs/fs_small.json for the report)")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(dir="/var/tmp"))
     tree = root / "tree.tar"
@@ -64,13 +66,18 @@ def main() -> None:
         )
         print(f"{s.name}: {cells}")
     this = systems[-1].name
-    for base in systems[1:-1]:
-        cells = ", ".join(
-            f"{op} {paired_ratio(wall[this][op], wall[base.name][op]):.2f}"
-            f" / {paired_ratio(cpu[this][op], cpu[base.name][op]):.2f}"
-            for op in ops
+    rows = []
+    for src, base in zip(args.base, systems[1:-1], strict=True):
+        ratios = {
+            op: (paired_ratio(wall[this][op], wall[base.name][op]), paired_ratio(cpu[this][op], cpu[base.name][op])) for op in ops
+        }
+        print(
+            f"this vs {base.name} (paired median ratio, wall / daemon CPU): "
+            + ", ".join(f"{op} {w:.2f} / {c:.2f}" for op, (w, c) in ratios.items())
         )
-        print(f"this vs {base.name} (paired median ratio, wall / daemon CPU): {cells}")
+        rows += [{"base": src, "phase": op, "time": w, "daemon CPU": c} for op, (w, c) in ratios.items()]
+    if args.json:
+        pairs.save(args.json, "fs_small", args.rounds, args.base, rows)
 
 
 if __name__ == "__main__":

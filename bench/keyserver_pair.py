@@ -52,6 +52,9 @@ def main() -> None:
     ap.add_argument("--base", required=True, help="the other build's src directory")
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument(
+        "--json", type=Path, help="also write the paired ratios here (docs/bench/pairs/keyserver.json for the report)"
+    )
     args = ap.parse_args()
     here = str(Path(__file__).resolve().parent.parent / "src")
     need = {c: int(args.seconds * n) for c, n in PER_SECOND.items()}
@@ -85,6 +88,7 @@ def main() -> None:
             p.wait(60)
     print("| operation | clients | base req/s | after req/s | paired ratio (range) | CPU per request after / base |")
     print("|---|---|---|---|---|---|")
+    rows = []
     for (op, c), (base, after) in res.items():
         ratios = [a[0] / b[0] for a, b in zip(after, base, strict=True) if b[0]]
         cpu = statistics.median(x[1] for x in after) / statistics.median(x[1] for x in base)
@@ -92,6 +96,20 @@ def main() -> None:
             f"| {op} | {c} | {statistics.median(x[0] for x in base):,.0f} | {statistics.median(x[0] for x in after):,.0f} "
             f"| {statistics.median(ratios):.2f} ({min(ratios):.2f}–{max(ratios):.2f}) | {cpu:.2f} |"
         )
+        rows.append(
+            {
+                "base": args.base,
+                "phase": f"{op}, {c} client{'s' if c > 1 else ''}",
+                "rate": statistics.median(ratios),
+                "lowest round": min(ratios),
+                "highest round": max(ratios),
+                "CPU per request": cpu,
+            }
+        )
+    if args.json:
+        from strongroom.bench import pairs
+
+        pairs.save(args.json, "keyserver", args.rounds, [args.base], rows)
 
 
 if __name__ == "__main__":

@@ -68,9 +68,10 @@ def run(
     on_suite: Callable[[str, int, int], None] = lambda _name, _i, _n: None,
     progress: Progress = print,
     command: str = "strongroom bench",
+    doc: Path | None = None,
 ) -> dict[str, Any]:
-    """Runs the chosen suites; writes out/results.json (after each suite), out/report.md and the
-    charts.  Returns the results."""
+    """Runs the chosen suites; writes out/results.json (after each suite), out/report.md, the
+    charts and, with ``doc``, the project's report (docs/BENCHMARKS.md).  Returns the results."""
     chosen = [name for name in SUITES if not only or name in only]
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
@@ -97,6 +98,6 @@ def run(
         (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     from strongroom.bench import report
 
-    results["charts"] = report.write(results, out)
+    results["charts"] = report.write(results, out, doc)
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     return results

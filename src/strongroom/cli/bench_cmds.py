@@ -75,8 +75,14 @@ def _display(total: int) -> Iterator[tuple[Any, Any]]:
     show_default=True,
     help="Directory for results.json, report.md and the PNG charts.",
 )
+@click.option(
+    "--doc",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the project's benchmark report here (docs/BENCHMARKS.md: method, this run, the seeds' "
+    "figures beside it, and OUT/pairs/*.json's before/after runs).",
+)
 @json_option
-def bench(quick: bool, only: tuple[str, ...], out: Path, as_json: bool) -> None:
+def bench(quick: bool, only: tuple[str, ...], out: Path, doc: Path | None, as_json: bool) -> None:
     """Reproduce the seed measurements beside the peers, on this machine, in one run.
 
     Suites: rng (key generation per source vs a C getrandom loop), keyserver (register, put,
@@ -94,11 +100,11 @@ def bench(quick: bool, only: tuple[str, ...], out: Path, as_json: bool) -> None:
     from strongroom.bench import runner
 
     command = shlex.join(["strongroom", "bench", *(["--quick"] if quick else []), *[a for s in only for a in ("--only", s)]])
-    command += f" --out {shlex.quote(str(out))}"
+    command += f" --out {shlex.quote(str(out))}" + (f" --doc {shlex.quote(str(doc))}" if doc else "")
     chosen = [s for s in SUITE_NAMES if not only or s in only]
     try:
         with _display(len(chosen)) as (on_suite, progress):
-            results = runner.run(out, quick, list(only) or None, on_suite, progress, command=command)
+            results = runner.run(out, quick, list(only) or None, on_suite, progress, command=command, doc=doc)
     except OSError as e:
         raise CliError(f"cannot write the report: {e}") from None
     failed = sorted(name for name, r in results["suites"].items() if "error" in r)

@@ -1,0 +1,56 @@
+"""Side-by-side runs of two builds (bench/*_pair.py): each writes its paired ratios to a JSON file
+(``--json``), and docs/BENCHMARKS.md shows the latest of each kind (report.py), with the command,
+the date, the machine and the two commits."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from strongroom.bench.keyserver import machine_facts
+
+# the kinds, in the order the report shows them
+TITLES = {
+    "keyserver": "Key server (bench/keyserver_pair.py): request rate after / before, and server CPU per request",
+    "fs_small": "Filesystem, small files (bench/fs_small_pair.py): time and daemon CPU, after / before",
+    "fs_big": "Filesystem, big files (bench/fs_big_pair.py): time and daemon CPU, after / before",
+}
+
+
+def commit_of(src: str | None) -> str:
+    """The git commit of a checkout's sources (this checkout when None); "?" outside git."""
+    where = Path(src).resolve().parent if src else Path(__file__).resolve().parents[3]
+    r = subprocess.run(["git", "-C", str(where), "log", "-1", "--format=%h %s"], capture_output=True, text=True, check=False)
+    return r.stdout.strip()[:100] if r.returncode == 0 and r.stdout.strip() else "?"
+
+
+def save(path: Path, kind: str, rounds: int, bases: list[str], rows: list[dict[str, Any]]) -> None:
+    """Write one run: ``rows`` are {"base": src, "phase": name, <metric>: paired median ratio, ...}."""
+    data = {
+        "kind": kind,
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": machine_facts(),
+        "this": commit_of(None),
+        "bases": {b: commit_of(b) for b in bases},
+        "rounds": rounds,
+        "rows": rows,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def table(data: dict[str, Any]) -> str:
+    """One run as a markdown table: a row per (base, phase), a column per metric."""
+    metrics: list[str] = []
+    for row in data["rows"]:
+        metrics += [k for k in row if k not in ("base", "phase") and k not in metrics]
+    lines = ["| before | phase | " + " | ".join(metrics) + " |", "|---|---|" + "---|" * len(metrics)]
+    for row in data["rows"]:
+        cells = [f"{row[m]:.2f}" if isinstance(row.get(m), float) else str(row.get(m, "")) for m in metrics]
+        lines.append(f"| {data['bases'].get(row['base'], row['base'])} | {row['phase']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

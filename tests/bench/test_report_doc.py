@@ -1,0 +1,49 @@
+"""docs/BENCHMARKS.md is generated (report.document): method, the run's facts, the seeds' figures
+beside the run's own (computed from results.json, so a change in the numbers shows), every
+suite's tables, and the stored side-by-side runs."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from strongroom.bench import pairs, report
+
+pytestmark = pytest.mark.unit
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "bench" / "results.json"
+
+
+def test_the_document_has_every_part_and_reads_the_numbers(tmp_path: Path) -> None:
+    results = json.loads(RESULTS.read_text())
+    out = tmp_path / "bench"
+    out.mkdir()
+    pairs.save(
+        out / "pairs" / "fs_small.json",
+        "fs_small",
+        3,
+        ["/somewhere/src"],
+        [{"base": "/somewhere/src", "phase": "tar x", "time": 1.04, "daemon CPU": 0.97}],
+    )
+    text = report.document(results, [], out, tmp_path / "BENCHMARKS.md")
+    for heading in ("## Method", "## This run", "## Against the seed documents", "## Before and after, side by side"):
+        assert heading in text
+    assert results["command"] in text
+    c_loop = next(r for r in results["suites"]["rng"]["keygen"] if r["source"] == "C getrandom(2)")
+    assert f"takes {c_loop['ns_per_key'] / 1000:.2f} µs" in text
+    assert "| tar x | 1.04 | 0.97 |" in text
+    # the reading follows the numbers: another run says something else
+    other = copy.deepcopy(results)
+    for r in other["suites"]["fs"]["rows"]:
+        if r["system"] == "strongroom" and r["aesni"]:
+            r["copy_s"] *= 2
+    assert report.document(other, [], out, tmp_path / "BENCHMARKS.md") != text
+
+
+def test_a_suite_that_did_not_run_leaves_its_reading_out(tmp_path: Path) -> None:
+    results = json.loads(RESULTS.read_text())
+    del results["suites"]["entropy"]
+    text = report.document(results, [], tmp_path, tmp_path / "BENCHMARKS.md")
+    assert "Gazzang" not in text and "AES-NI disk-encryption" in text
