@@ -37,3 +37,19 @@ def test_packed_stat_reads_back_field_by_field(atime_ns: int, size: int) -> None
     reference = mfusepy.c_stat()
     mfusepy.set_st_attrs(reference, VolumeOps.attrs(st, size), use_ns=True)
     assert bytes(buf) == bytes(reference)
+
+
+def test_what_the_front_end_needs_from_mfusepy_is_checked_before_mounting() -> None:
+    import types
+
+    import mfusepy
+
+    from strongroom.fs import fuse_front
+
+    assert fuse_front.check_mfusepy() == []  # the pinned series has it all
+
+    class Renamed(mfusepy.FUSE):  # type: ignore[misc]
+        utimens_fuse_3 = None  # as if mfusepy had renamed it
+
+    changed = types.SimpleNamespace(**{k: getattr(mfusepy, k) for k in ("c_stat", "set_st_attrs", "fuse_context")}, FUSE=Renamed)
+    assert fuse_front.check_mfusepy(changed) == ["_libfuse_path", "FUSE.utimens_fuse_3"]

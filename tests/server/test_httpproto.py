@@ -157,3 +157,21 @@ def test_connections_per_source_are_capped(tmp_path: Path, monkeypatch: pytest.M
         for c in held:
             c.close()
         d.close()
+
+
+def test_what_the_bounds_need_from_uvicorn_is_checked_at_start() -> None:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    from strongroom.server.httpproto import check_uvicorn
+
+    assert check_uvicorn() == []  # the pinned version has it all
+
+    class Renamed(HttpToolsProtocol):  # a uvicorn whose protocol changed under us
+        on_url = None  # type: ignore[assignment]
+
+    assert check_uvicorn(Renamed) == ["on_url"]
+
+    class Bare:
+        pass
+
+    assert set(check_uvicorn(Bare)) >= {"data_received", "parser", "connections", "cycle"}

@@ -113,7 +113,7 @@ def server_start(
     import logging
 
     from strongroom.server import barrier
-    from strongroom.server.run import derive_unseal_key, serve
+    from strongroom.server.run import StartError, derive_unseal_key, serve
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     data = require_data(data_dir)
@@ -124,7 +124,11 @@ def server_start(
             key = derive_unseal_key(data, read_passphrase(passphrase_file))
         except barrier.WrongPassphrase:
             raise CliError("wrong passphrase") from None
-    sys.exit(serve(data, listen, workers, key, log_level))
+    try:
+        code = serve(data, listen, workers, key, log_level)
+    except StartError as e:
+        raise CliError(str(e)) from None
+    sys.exit(code)
 
 
 @server.command("set-entropy-mix")

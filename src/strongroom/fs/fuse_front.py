@@ -126,6 +126,32 @@ def stat_packer() -> StatPacker | None:
     return pack if bytes(ours) == bytes(theirs) else None
 
 
+# What this front end takes from mfusepy: FUSE methods it overrides (mfusepy calls them from its
+# libfuse callbacks; a renamed one would be bypassed silently, and utimens_fuse_3 is what keeps
+# UTIME_NOW and UTIME_OMIT exact) and module members it reads (here and in mount.py).
+_OVERRIDES = (
+    "_wrapper",
+    "getattr_fuse_3",
+    "utimens_fuse_3",
+    "getxattr",
+    "create",
+    "open",
+    "read",
+    "write",
+    "opendir",
+    "releasedir",
+    "readdir_fuse_3",
+)
+_MEMBERS = ("FUSE", "c_stat", "set_st_attrs", "fuse_context", "_libfuse_path")
+
+
+def check_mfusepy(module: Any = mfusepy) -> list[str]:
+    """What this front end needs from mfusepy and ``module`` lacks (empty: all there)."""
+    missing = [m for m in _MEMBERS if not hasattr(module, m)]
+    fuse = getattr(module, "FUSE", None)
+    return missing + [f"FUSE.{m}" for m in _OVERRIDES if not callable(getattr(fuse, m, None))]
+
+
 class Fuse(mfusepy.FUSE):  # type: ignore[misc]
     """mfusepy's FUSE, with read and write handing our operations views of libfuse's own buffers
     (no copy into or out of a Python bytes object per request), stat filled by ``pack_stat``

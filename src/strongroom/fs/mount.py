@@ -297,6 +297,10 @@ def run(
     os.umask(0)
     for missing in harden_process():  # the daemon holds the volume's keys
         logging.getLogger("strongroom.fs").warning("%s", missing)
+    from strongroom.fs import fuse_front
+
+    if lacking := fuse_front.check_mfusepy():  # a bypassed override would change what callers see
+        raise MountError(f"this mfusepy lacks what the mount needs ({', '.join(lacking)}); install the pinned version")
     if keep_warm:
         from strongroom.fs.warm import KeepWarm
 
@@ -304,8 +308,6 @@ def run(
             ops.warm = KeepWarm()
         except OSError as e:  # only slower without it
             logging.getLogger("strongroom.fs").warning("no keep-warm helper: %s", e.strerror or e)
-    from strongroom.fs import fuse_front
-
     pack_stat = fuse_front.stat_packer()
     if pack_stat is None:
         logging.getLogger("strongroom.fs").warning(

@@ -16,7 +16,9 @@ answer.  Here the writes made in one turn of the event loop are joined and hande
 transport once, at the end of that turn: same bytes, same order, one record and one system call.
 
 This subclasses uvicorn's protocol and uses its internals (parser callbacks, ``cycle``,
-``connections``): pyproject pins uvicorn to the tested minor version.
+``connections``): pyproject pins uvicorn to the tested minor version, and ``check_uvicorn`` looks
+for each of them before the server starts.  The bounds are a security promise, so a uvicorn
+without them does not get a silently unbounded server: the server refuses to start.
 """
 
 from __future__ import annotations
@@ -220,6 +222,34 @@ def _sweep(loop: asyncio.AbstractEventLoop) -> None:
     for conn in [c for c in _live if c._deadline_at and c._deadline_at <= now]:
         conn._expired(conn._deadline_message)
     BoundedHttpProtocol._sweeper = loop.call_later(SWEEP_S, _sweep, loop) if _live else None
+
+
+# What BoundedHttpProtocol takes from uvicorn's HttpToolsProtocol: methods it overrides and calls
+# through super(), and members it reads (set in __init__ or connection_made: checked on an instance).
+_UVICORN_METHODS = (
+    "connection_made",
+    "connection_lost",
+    "data_received",
+    "on_message_begin",
+    "on_url",
+    "on_headers_complete",
+    "on_message_complete",
+    "_unset_keepalive_if_required",
+)
+_UVICORN_MEMBERS = ("loop", "client", "connections", "cycle", "parser", "transport")
+
+
+def check_uvicorn(base: Any = HttpToolsProtocol) -> list[str]:
+    """What this module needs from uvicorn's protocol and ``base`` lacks (empty: all there)."""
+    import inspect
+
+    missing = [m for m in _UVICORN_METHODS if not callable(getattr(base, m, None))]
+    try:
+        init = inspect.getsource(base.__init__) + inspect.getsource(base.connection_made)
+    except (OSError, TypeError, AttributeError):  # not Python source (object's __init__): none set
+        init = ""
+    missing += [m for m in _UVICORN_MEMBERS if f"self.{m} " not in init and f"self.{m}:" not in init]
+    return missing
 
 
 def bounded_protocol(header_timeout: float, body_timeout: float) -> type[BoundedHttpProtocol]:

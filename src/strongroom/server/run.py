@@ -29,6 +29,10 @@ from strongroom.server.errors import StorageUnavailable
 log = logging.getLogger("strongroom.server")
 
 
+class StartError(RuntimeError):
+    """The server cannot start as promised (said in one line)."""
+
+
 def parse_listen(listen: str) -> tuple[str, int]:
     host, sep, port = listen.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
@@ -154,6 +158,12 @@ def serve(data: DataDir, listen: str, workers: int, unseal_key: bytes | None, lo
     if workers < 1:
         raise ValueError("--workers must be at least 1")
     tls.server_context(data.tls)  # fail in the parent, with one message, on bad TLS files
+    from strongroom.server.httpproto import check_uvicorn
+
+    if lacking := check_uvicorn():  # the request bounds rest on these: no unbounded server
+        raise StartError(
+            f"this uvicorn lacks what the bounded HTTP protocol needs ({', '.join(lacking)}); install the pinned version"
+        )
     try:
         upgrade_schema(data)
     except StorageUnavailable as e:  # serve anyway: requests answer 503 until the database is back
