@@ -288,23 +288,28 @@ def draw_charts(results: dict[str, Any], out: Path) -> list[str]:
 
 
 # -- report.md --------------------------------------------------------------------------------------
-def markdown(results: dict[str, Any], charts: list[str]) -> str:
+def _run_facts(results: dict[str, Any]) -> list[str]:
+    """The run's command, time and machine, and what was missing or failed."""
     m = results["machine"]
     lines = [
-        "# Strongroom benchmark report",
-        "",
         f"- command: `{results['command']}`",
         f"- started {results['started']}, took {results['duration_s']:.0f} s"
         + (" (quick: small inputs)" if results["quick"] else ""),
-        f"- machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores, {m.get('memory_gib', '?')} GiB, "
-        f"kernel {m.get('kernel', '?')}, Python {m.get('python', '?')}",
+        f"- machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores, {m.get('memory_gib', '?')} GiB,"
+        f" kernel {m.get('kernel', '?')}, Python {m.get('python', '?')}",
         "",
     ]
     missing = [f"{suite}: {item}" for suite, r in results["suites"].items() for item in (r.get("missing") or [])]
     errors = [f"{suite}: {r['error']}" for suite, r in results["suites"].items() if "error" in r]
     if missing or errors:
-        lines += ["## Missing or failed", ""]
+        lines += ["**Missing or failed:**", ""]
         lines += [f"- **failed** {e}" for e in errors] + [f"- missing {x}" for x in missing] + [""]
+    return lines
+
+
+def _suite_sections(results: dict[str, Any], charts: list[str], chart_dir: str = "") -> list[str]:
+    """Each suite's heading, duration, tables and charts (linked under ``chart_dir``)."""
+    lines: list[str] = []
     for suite, r in results["suites"].items():
         lines += [f"## {TITLES.get(suite, suite)}", ""]
         if "error" in r:
@@ -313,7 +318,12 @@ def markdown(results: dict[str, Any], charts: list[str]) -> str:
         lines += [f"({results['durations_s'].get(suite, 0):.0f} s)", "", TABLES[suite](r), ""]
         for chart in _charts_of(suite):
             if chart in charts:
-                lines += [f"![{chart}]({chart})", ""]
+                lines += [f"![{chart}]({chart_dir}{chart})", ""]
+    return lines
+
+
+def markdown(results: dict[str, Any], charts: list[str]) -> str:
+    lines = ["# Strongroom benchmark report", "", *_run_facts(results), *_suite_sections(results, charts)]
     return "\n".join(lines)
 
 
@@ -454,7 +464,6 @@ def document(results: dict[str, Any], charts: list[str], out: Path, doc: Path) -
     latest side-by-side runs of two builds (``out``/pairs/*.json)."""
     import os
 
-    m = results["machine"]
     rel = os.path.relpath(out, doc.parent)
     lines = [
         "# Benchmarks",
@@ -468,31 +477,14 @@ def document(results: dict[str, Any], charts: list[str], out: Path, doc: Path) -
         "",
         "## This run",
         "",
-        f"- command: `{results['command']}`",
-        f"- started {results['started']}, took {results['duration_s']:.0f} s"
-        + (" (quick: small inputs)" if results["quick"] else ""),
-        f"- machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores, {m.get('memory_gib', '?')} GiB,"
-        f" kernel {m.get('kernel', '?')}, Python {m.get('python', '?')}",
-        "",
+        *_run_facts(results),
     ]
-    missing = [f"{suite}: {item}" for suite, r in results["suites"].items() for item in (r.get("missing") or [])]
-    errors = [f"{suite}: {r['error']}" for suite, r in results["suites"].items() if "error" in r]
-    if missing or errors:
-        lines += [f"- **failed** {e}" for e in errors] + [f"- missing {x}" for x in missing] + [""]
     reading = seeds_reading(results)
     if reading:
         lines += ["## Against the seed documents", ""]
         for paragraph in reading:
             lines += [paragraph, ""]
-    for suite, r in results["suites"].items():
-        lines += [f"## {TITLES.get(suite, suite)}", ""]
-        if "error" in r:
-            lines += [f"This suite failed: {r['error']}", ""]
-            continue
-        lines += [TABLES[suite](r), ""]
-        for chart in _charts_of(suite):
-            if chart in charts:
-                lines += [f"![{chart}]({rel}/{chart})", ""]
+    lines += _suite_sections(results, charts, f"{rel}/")
     side = _pairs(out / "pairs")
     if side:
         lines += ["## Before and after, side by side", ""] + side
