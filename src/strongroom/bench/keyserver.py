@@ -297,7 +297,7 @@ def run(quick: bool = False, seconds: float | None = None, with_peers: bool = Tr
         root = Path(tmp)
         progress("strongroom")
         # One worker: with the writer process beside it that is one busy process per core; two
-        # workers were slower on 2 cores (alternating runs, docs/BENCHMARKS.md).
+        # workers were slower on 2 cores (alternating runs; git show 7c4ab38:docs/BENCHMARKS.md).
         s = Strongroom(root / "strongroom", workers=1)
         bao: peers.OpenBao | None = None
         bin_dir: Path | None = None

@@ -52,5 +52,6 @@ def table(data: dict[str, Any]) -> str:
     lines = ["| before | phase | " + " | ".join(metrics) + " |", "|---|---|" + "---|" * len(metrics)]
     for row in data["rows"]:
         cells = [f"{row[m]:.2f}" if isinstance(row.get(m), float) else str(row.get(m, "")) for m in metrics]
-        lines.append(f"| {data['bases'].get(row['base'], row['base'])} | {row['phase']} | " + " | ".join(cells) + " |")
+        before = data["bases"].get(row["base"], row["base"])
+        lines.append(f"| {before[:60]} | {row['phase']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -292,7 +292,7 @@ def _run_facts(results: dict[str, Any]) -> list[str]:
     """The run's command, time and machine, and what was missing or failed."""
     m = results["machine"]
     lines = [
-        f"- command: `{results['command']}`",
+        f"- command: `{results['command']}`" + (f", at commit {results['commit']}" if results.get("commit") else ""),
         f"- started {results['started']}, took {results['duration_s']:.0f} s"
         + (" (quick: small inputs)" if results["quick"] else ""),
         f"- machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores, {m.get('memory_gib', '?')} GiB,"
@@ -385,8 +385,9 @@ def seeds_reading(results: dict[str, Any]) -> list[str]:
             f" kernel {suites['entropy'].get('kernel', '?')}), a registration took {nothing['register_ms']:.1f} ms with"
             f" nothing extra and {feed['register_ms']:.1f} ms with `strongroom rng feed --source rdrand`"
             f" ({feed['register_ms'] / nothing['register_ms']:.2f}×), with the pool's estimate at {', '.join(map(str, avail))}"
-            " throughout: a modern kernel's pool does not run dry once seeded, so a feeder adds a second, health-tested"
-            " source, not speed, and differences between the rows are this machine's drift (docs/ENTROPY.md)."
+            " in every configuration: no row waited for entropy, since a modern kernel's pool does not run dry once"
+            " seeded, so whatever separates the rows is not the pool, and what a feeder adds is a second, health-tested"
+            " source (docs/ENTROPY.md)."
         )
     fsr = suites.get("fs", {}).get("rows", [])
     plain = _row(fsr, system="plain", aesni=True)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from strongroom.bench import keyserver
+from strongroom.bench import keyserver, pairs
 
 Progress = Callable[[str], None]
 
@@ -80,6 +80,7 @@ def run(
         "started": datetime.datetime.fromtimestamp(started, datetime.UTC).isoformat(timespec="seconds"),
         "quick": quick,
         "machine": keyserver.machine_facts(),
+        "commit": pairs.commit_of(None),
         "suites": {},
         "durations_s": {},
         "duration_s": 0.0,

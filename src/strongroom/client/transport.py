@@ -3,7 +3,7 @@
 Why the standard library's http.client and not httpx (the project's HTTP client for tests and
 benchmarks): one request through httpx costs the calling process several times the CPU it costs
 through http.client, and the client's own CPU is what limits registrations
-in-process (docs/BENCHMARKS.md, "A leaner client transport").  The client needs little of an HTTP
+in-process (git show 7c4ab38:docs/BENCHMARKS.md, "A leaner client transport").  The client needs little of an HTTP
 library: whole bodies both ways, keep-alive, TLS with a chosen CA, timeouts.
 
 Errors are sorted for failover: ``Unreachable`` (the server could not be reached or dropped the

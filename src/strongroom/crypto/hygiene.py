@@ -36,7 +36,7 @@ def harden_process(lock_memory: bool = True) -> list[str]:
         # CURRENT, not FUTURE: the pages mapped now, which hold the keys derived before this
         # call (the server's unseal key before its fork, the mount's volume keys), stay in RAM;
         # locking every later allocation too made each page fault dearer (the key server lost
-        # ~20 % of its get and put rate, docs/BENCHMARKS.md).  ONFAULT: reserved but untouched
+        # ~20 % of its get and put rate; git show 7c4ab38:docs/BENCHMARKS.md).  ONFAULT: reserved but untouched
         # pages are not made resident.
         elif libc.mlockall(_MCL_CURRENT | _MCL_ONFAULT) != 0:
             missing.append(f"memory is not locked against swapping (mlockall: errno {ctypes.get_errno()})")

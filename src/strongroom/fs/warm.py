@@ -9,7 +9,7 @@ small helper process, at nice 19, busy-waits for a short window after the mount 
 active, and sleeps otherwise.  A thread woken on its CPU takes the CPU over at its next
 scheduling point (nice 19 weighs 15 against a normal thread's 1024).  SCHED_IDLE was measured
 and not taken: it let the scheduler put woken threads on the helper's CPU and made a small-file
-extract slower (docs/BENCHMARKS.md).
+extract slower (measured: git show 7c4ab38:docs/BENCHMARKS.md).
 
 The helper is a fresh interpreter (it holds no keys), dies with the daemon (PR_SET_PDEATHSIG, and
 end of file on its pipe) and costs one CPU only while requests are flowing plus ``WINDOW``.
