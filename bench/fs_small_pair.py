@@ -14,6 +14,7 @@ time (user + system, from /proc) for each; medians over rounds, and each one's r
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import tempfile
 from pathlib import Path
@@ -38,25 +39,28 @@ def main() -> None:
     ops = ("tar x", "chmod -R", "ls -lR", "rm -rf")
     wall: dict[str, dict[str, list[float]]] = {s.name: {op: [] for op in ops} for s in systems}
     cpu: dict[str, dict[str, list[float]]] = {s.name: {op: [] for op in ops} for s in systems}
-    for r in range(args.rounds):
-        for s in systems[r % len(systems) :] + systems[: r % len(systems)]:  # each goes first in turn
-            s.setup(True)
-            try:
-                pid = s.pid()
-                cmds = {
-                    "tar x": ["tar", "xf", str(tree), "-C", str(s.mnt)],
-                    "chmod -R": ["chmod", "-R", "go-w", str(s.mnt / "tree")],
-                    "ls -lR": ["ls", "-lR", str(s.mnt / "tree")],
-                    "rm -rf": ["rm", "-rf", str(s.mnt / "tree")],
-                }
-                for op in ops:
-                    if op in ("tar x", "ls -lR"):  # rm -rf follows the listing, as in the full bench
-                        drop_caches()
-                    before = daemon_cpu_s(pid)
-                    wall[s.name][op].append(_timed(cmds[op]))
-                    cpu[s.name][op].append(daemon_cpu_s(pid) - before)
-            finally:
-                s.teardown()
+    try:
+        for r in range(args.rounds):
+            for s in systems[r % len(systems) :] + systems[: r % len(systems)]:  # each goes first in turn
+                s.setup(True)
+                try:
+                    pid = s.pid()
+                    cmds = {
+                        "tar x": ["tar", "xf", str(tree), "-C", str(s.mnt)],
+                        "chmod -R": ["chmod", "-R", "go-w", str(s.mnt / "tree")],
+                        "ls -lR": ["ls", "-lR", str(s.mnt / "tree")],
+                        "rm -rf": ["rm", "-rf", str(s.mnt / "tree")],
+                    }
+                    for op in ops:
+                        if op in ("tar x", "ls -lR"):  # rm -rf follows the listing, as in the full bench
+                            drop_caches()
+                        before = daemon_cpu_s(pid)
+                        wall[s.name][op].append(_timed(cmds[op]))
+                        cpu[s.name][op].append(daemon_cpu_s(pid) - before)
+                finally:
+                    s.teardown()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
     ref = {op: statistics.median(v) for op, v in wall["gocryptfs"].items()}
     for s in systems:
         cells = ", ".join(
