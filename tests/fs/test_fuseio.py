@@ -135,10 +135,14 @@ def test_the_shim_keeps_each_requests_kill_flag_for_its_thread(
         kernel.send(request(op, 2, body))
         read(so, daemon)
         assert so.sr_fuseio_kill_suidgid() == kill  # the last request's flag, not a leftover
-    so.sr_fuseio_reset(fuseio.BATON)  # the shim off: nothing is recorded
-    kernel.send(request(op, 3, body))
+    # the shim off: nothing is recorded (the flag keeps what the last request read with it left)
+    so.sr_fuseio_reset(fuseio.SETID)
+    kernel.send(request(GETATTR, 3))
     read(so, daemon)
-    assert so.sr_fuseio_kill_suidgid() in (0, kill)  # left as it was: never asked with the shim off
+    so.sr_fuseio_reset(fuseio.BATON)
+    kernel.send(request(WRITE, 4, write_in(10, FUSE_WRITE_KILL_SUIDGID)))
+    read(so, daemon)
+    assert so.sr_fuseio_kill_suidgid() == 0
 
 
 def test_a_short_request_carries_no_kill_flag(so: ctypes.CDLL, pair: tuple[socket.socket, socket.socket]) -> None:
