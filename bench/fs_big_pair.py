@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from strongroom.bench import pairs
-from strongroom.bench.fs import Strongroom, daemon_cpu_s, drop_caches, paired_ratio
+from strongroom.bench.fs import Strongroom, daemon_cpu_s, drop_caches
 
 MIB = 1024
 
@@ -67,19 +67,8 @@ def main() -> None:
             for p in phases
         )
         print(f"{s.name}: {cells}")
-    this = systems[-1].name
-    rows = []
-    for src, base in zip(args.base, systems[:-1], strict=True):
-        ratios = {
-            p: (paired_ratio(wall[this][p], wall[base.name][p]), paired_ratio(cpu[this][p], cpu[base.name][p])) for p in phases
-        }
-        print(
-            f"this vs {base.name} (paired median ratio, wall / daemon CPU): "
-            + ", ".join(f"{p} {w:.2f} / {c:.2f}" for p, (w, c) in ratios.items())
-        )
-        rows += [{"base": src, "phase": p, "time": w, "daemon CPU": c} for p, (w, c) in ratios.items()]
-    if args.json:
-        pairs.save(args.json, "fs_big", args.rounds, args.base, rows)
+    bases = [(src, base.name) for src, base in zip(args.base, systems[:-1], strict=True)]
+    pairs.fs_report("fs_big", args.rounds, bases, systems[-1].name, list(phases), wall, cpu, args.json)
 
 
 if __name__ == "__main__":

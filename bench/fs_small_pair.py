@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from strongroom.bench import pairs
-from strongroom.bench.fs import Gocryptfs, Strongroom, System, _timed, daemon_cpu_s, drop_caches, make_tree_tar, paired_ratio
+from strongroom.bench.fs import Gocryptfs, Strongroom, System, _timed, daemon_cpu_s, drop_caches, make_tree_tar
 
 
 def main() -> None:
@@ -69,19 +69,8 @@ def main() -> None:
             for op in ops
         )
         print(f"{s.name}: {cells}")
-    this = systems[-1].name
-    rows = []
-    for src, base in zip(args.base, systems[1:-1], strict=True):
-        ratios = {
-            op: (paired_ratio(wall[this][op], wall[base.name][op]), paired_ratio(cpu[this][op], cpu[base.name][op])) for op in ops
-        }
-        print(
-            f"this vs {base.name} (paired median ratio, wall / daemon CPU): "
-            + ", ".join(f"{op} {w:.2f} / {c:.2f}" for op, (w, c) in ratios.items())
-        )
-        rows += [{"base": src, "phase": op, "time": w, "daemon CPU": c} for op, (w, c) in ratios.items()]
-    if args.json:
-        pairs.save(args.json, "fs_small", args.rounds, args.base, rows)
+    bases = [(src, base.name) for src, base in zip(args.base, systems[1:-1], strict=True)]
+    pairs.fs_report("fs_small", args.rounds, bases, systems[-1].name, list(ops), wall, cpu, args.json)
 
 
 if __name__ == "__main__":

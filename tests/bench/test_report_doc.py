@@ -47,3 +47,14 @@ def test_a_suite_that_did_not_run_leaves_its_reading_out(tmp_path: Path) -> None
     del results["suites"]["entropy"]
     text = report.document(results, [], tmp_path, tmp_path / "BENCHMARKS.md")
     assert "Gazzang" not in text and "AES-NI disk-encryption" in text
+
+
+def test_redrawing_from_a_missing_or_broken_results_file_says_so_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert report.main([str(tmp_path / "missing.json")]) == 1
+    (tmp_path / "broken.json").write_text("{}")
+    assert report.main([str(tmp_path / "broken.json"), "--doc", str(tmp_path / "B.md")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("report: cannot redraw from") for line in err)
+    assert not (tmp_path / "B.md").exists()

@@ -236,14 +236,21 @@ def in_read_settled(threads: list[Reader], want: int) -> int:
     return sum(t.in_read() for t in threads)
 
 
+def holding(so: ctypes.CDLL, kernel: socket.socket, readers: Callable[[int], list[Reader]], parts: int, first: bytes) -> Reader:
+    """The I/O reset with ``parts`` on, and a worker that has read ``first`` and keeps serving it."""
+    so.sr_fuseio_reset(parts)
+    (holder,) = readers(1)
+    kernel.send(first)
+    served(holder)
+    return holder
+
+
 def test_a_small_request_keeps_the_other_threads_out_of_read(
     so: ctypes.CDLL, pair: tuple[socket.socket, socket.socket], readers: Callable[[int], list[Reader]]
 ) -> None:
     kernel, _ = pair
-    so.sr_fuseio_reset(fuseio.BATON)
-    (holder,) = readers(1)
-    kernel.send(request(GETATTR, 1))
-    assert served(holder) == (GETATTR, 1)
+    holder = holding(so, kernel, readers, fuseio.BATON, request(GETATTR, 1))
+    assert holder.got is not None and opcode(holder.got) == (GETATTR, 1)
     waiting = readers(3)
     # One waiting thread times the holder and, with nothing taken for a while, reads alongside it
     # (a holder may be blocked); the other two wait outside read(2).
@@ -257,10 +264,7 @@ def test_a_blocked_holder_does_not_stall_the_mount(
     so: ctypes.CDLL, pair: tuple[socket.socket, socket.socket], readers: Callable[[int], list[Reader]]
 ) -> None:
     kernel, _ = pair
-    so.sr_fuseio_reset(fuseio.BATON)
-    (holder,) = readers(1)
-    kernel.send(request(GETATTR, 1))
-    served(holder)  # it now holds the baton and does not come back
+    holding(so, kernel, readers, fuseio.BATON, request(GETATTR, 1))  # holds the baton, never comes back
     (late,) = readers(1)
     time.sleep(0.05)
     kernel.send(request(GETATTR, 2))
@@ -271,10 +275,7 @@ def test_a_big_request_lets_every_idle_thread_read(
     so: ctypes.CDLL, pair: tuple[socket.socket, socket.socket], readers: Callable[[int], list[Reader]]
 ) -> None:
     kernel, _ = pair
-    so.sr_fuseio_reset(fuseio.BATON)
-    (first,) = readers(1)
-    kernel.send(request(WRITE, 1, write_in(1 << 20)))
-    served(first)
+    holding(so, kernel, readers, fuseio.BATON, request(WRITE, 1, write_in(1 << 20)))
     waiting = readers(3)
     assert in_read_settled(waiting, 3) == 3  # big reads and writes are served in parallel
     for i in range(3):
@@ -286,9 +287,6 @@ def test_without_the_baton_every_thread_reads(
     so: ctypes.CDLL, pair: tuple[socket.socket, socket.socket], readers: Callable[[int], list[Reader]]
 ) -> None:
     kernel, _ = pair
-    so.sr_fuseio_reset(fuseio.SETID)
-    (holder,) = readers(1)
-    kernel.send(request(GETATTR, 1))
-    served(holder)
+    holding(so, kernel, readers, fuseio.SETID, request(GETATTR, 1))
     waiting = readers(3)
     assert in_read_settled(waiting, 3) == 3

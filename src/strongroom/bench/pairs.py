@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,30 @@ def save(path: Path, kind: str, rounds: int, bases: list[str], rows: list[dict[s
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def fs_report(
+    kind: str,
+    rounds: int,
+    bases: list[tuple[str, str]],
+    this: str,
+    phases: Sequence[str],
+    wall: dict[str, dict[str, list[float]]],
+    cpu: dict[str, dict[str, list[float]]],
+    json_path: Path | None,
+) -> None:
+    """Print each phase's paired ratios of ``this`` against each base ((src, system name)), wall
+    time and daemon CPU, and store them at ``json_path`` (if given) for the report."""
+    from strongroom.bench.fs import paired_ratio
+
+    rows = []
+    for src, base in bases:
+        ratios = {p: (paired_ratio(wall[this][p], wall[base][p]), paired_ratio(cpu[this][p], cpu[base][p])) for p in phases}
+        cells = ", ".join(f"{p} {w:.2f} / {c:.2f}" for p, (w, c) in ratios.items())
+        print(f"this vs {base} (paired median ratio, wall / daemon CPU): {cells}")
+        rows += [{"base": src, "phase": p, "time": w, "daemon CPU": c} for p, (w, c) in ratios.items()]
+    if json_path is not None:
+        save(json_path, kind, rounds, [src for src, _ in bases], rows)
 
 
 def table(data: dict[str, Any]) -> str:

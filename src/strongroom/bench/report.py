@@ -498,16 +498,22 @@ def main(argv: list[str] | None = None) -> int:
     """Redraw report.md and the charts from a results.json (e.g. after changing a chart)."""
     import argparse
     import json
+    import sys
 
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("results", type=Path)
     ap.add_argument("--out", type=Path, help="Directory to write into (default: the results file's).")
     ap.add_argument("--doc", type=Path, help="Also write the project's report (docs/BENCHMARKS.md) here.")
     args = ap.parse_args(argv)
-    results = json.loads(args.results.read_text())
-    out = args.out or args.results.parent
-    out.mkdir(parents=True, exist_ok=True)
-    results["charts"] = write(results, out, args.doc)
+    try:
+        results = json.loads(args.results.read_text())
+        out = args.out or args.results.parent
+        out.mkdir(parents=True, exist_ok=True)
+        results["charts"] = write(results, out, args.doc)
+    except (OSError, ValueError, KeyError) as e:  # one line, not a traceback
+        why = f"it has no {e} field (not a strongroom bench results.json)" if isinstance(e, KeyError) else str(e)
+        print(f"report: cannot redraw from {args.results}: {why}", file=sys.stderr)
+        return 1
     print(f"{out / 'report.md'}: {len(results['charts'])} charts")
     return 0
 

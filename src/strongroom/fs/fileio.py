@@ -46,19 +46,20 @@ Damage = Callable[[str, "int | None", str], None]
 Rebind = Callable[[int, bytes, bytes], None]
 
 
-def _err(code: int) -> OSError:
+def os_error(code: int) -> OSError:
+    """The OSError a system call failing with ``code`` raises (the mount answers its errno)."""
     return OSError(code, os.strerror(code))
 
 
 def _fallocate(fd: int, mode: int, offset: int, length: int) -> None:
     if length > 0 and _libc.fallocate(fd, mode, offset, length) != 0:
-        raise _err(ctypes.get_errno())
+        raise os_error(ctypes.get_errno())
 
 
 def _pwrite_all(fd: int, bufs: list[memoryview], offset: int) -> None:
     """One pwritev that must write everything: a short count is a full disk."""
     if os.pwritev(fd, bufs, offset) != sum(len(b) for b in bufs):
-        raise _err(errno.ENOSPC)
+        raise os_error(errno.ENOSPC)
 
 
 def _seek(fd: int, offset: int, whence: int, size: int) -> int:
@@ -152,7 +153,7 @@ class FileIO:
     def get(self, fh: int) -> Handle:
         h = self.handles.get(fh)
         if h is None:
-            raise _err(errno.EBADF)
+            raise os_error(errno.EBADF)
         return h
 
     def release(self, fh: int) -> None:
@@ -182,7 +183,7 @@ class FileIO:
     def _file(self, h: Handle) -> OpenFile:
         f = self.files.get(h.key)
         if f is None:
-            raise _err(errno.EBADF)
+            raise os_error(errno.EBADF)
         return f
 
     # -- content ---------------------------------------------------------------------------
@@ -192,7 +193,7 @@ class FileIO:
             return content.plain_size(os.fstat(h.fd).st_size)
         except content.DamagedFile as e:
             self._damage(h.path, e.block, str(e))
-            raise _err(errno.EIO) from None
+            raise os_error(errno.EIO) from None
 
     def _cipher(self, h: Handle, f: OpenFile) -> content.FileCipher:
         """The cipher of a non-empty file, from its header (read once per open file)."""
@@ -203,7 +204,7 @@ class FileIO:
             header = content.FileHeader.decode(raw, self.keys.kek, self.keys.volume_id)
         except content.DamagedFile as e:
             self._damage(h.path, None, str(e))
-            raise _err(errno.EIO) from None
+            raise os_error(errno.EIO) from None
         f.cipher = content.FileCipher(header)
         return f.cipher
 
@@ -230,7 +231,7 @@ class FileIO:
             return cipher.open_into(first, raw[:n], out, self._hole_limit(size))
         except content.DamagedFile as e:
             self._damage(h.path, e.block, str(e))
-            raise _err(errno.EIO) from None
+            raise os_error(errno.EIO) from None
 
     def read_into(self, h: Handle, dest: memoryview, offset: int) -> int:
         """Read into ``dest`` (FUSE's own buffer on the mount's read path); returns bytes read."""
@@ -281,7 +282,7 @@ class FileIO:
             if h.append:
                 offset = size
             if offset + len(data) > MAX_FILE_SIZE:
-                raise _err(errno.EFBIG)
+                raise os_error(errno.EFBIG)
             if offset > size and not self.holes:
                 size = self._grow(h, f, size, offset)
             self._write_at(h, f, data, offset, size)
@@ -384,7 +385,7 @@ class FileIO:
             raise
         for at, buf in inside:
             if os.pwritev(h.fd, [buf], at) != len(buf):
-                raise _err(errno.EIO)
+                raise os_error(errno.EIO)
         f.cipher = cipher
         if size == 0 and self._rebind is not None and not f.no_xattrs:  # the file has an id now: its attributes follow
             self._rebind(h.fd, xattrs_mod.EMPTY, xattrs_mod.file_binding(cipher.file_id))
@@ -392,7 +393,7 @@ class FileIO:
 
     def truncate(self, h: Handle, length: int) -> None:
         if length > MAX_FILE_SIZE:
-            raise _err(errno.EFBIG)
+            raise os_error(errno.EFBIG)
         f = self._file(h)
         with f.lock:
             size = self.size(h)
@@ -438,7 +439,7 @@ class FileIO:
         op = mode & ~FALLOC_FL_KEEP_SIZE
         end = offset + length
         if end > MAX_FILE_SIZE and not (keep or op == FALLOC_FL_PUNCH_HOLE):
-            raise _err(errno.EFBIG)
+            raise os_error(errno.EFBIG)
         f = self._file(h)
         with f.lock:
             size = self.size(h)
@@ -472,12 +473,12 @@ class FileIO:
         in the lower file; anything else, including a block of sealed zeros, is data, as POSIX
         allows."""
         if whence not in (os.SEEK_DATA, os.SEEK_HOLE):
-            raise _err(errno.EINVAL)
+            raise os_error(errno.EINVAL)
         f = self._file(h)
         with f.lock:
             size = self.size(h)
             if offset < 0 or offset >= size:
-                raise _err(errno.ENXIO)
+                raise os_error(errno.ENXIO)
             if not self.holes:
                 return offset if whence == os.SEEK_DATA else size
             return _seek(h.fd, offset, whence, size)

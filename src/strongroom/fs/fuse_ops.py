@@ -26,7 +26,7 @@ from strongroom.fs import xattrs as xattrs_mod
 from strongroom.fs.beneath import Beneath
 from strongroom.fs.config import CONFIG
 from strongroom.fs.creds import CallerCredentials
-from strongroom.fs.fileio import MAX_FILE_SIZE, MAX_REQUEST, FileIO
+from strongroom.fs.fileio import MAX_FILE_SIZE, MAX_REQUEST, FileIO, os_error
 from strongroom.fs.keys import VolumeKeys
 from strongroom.fs.links import HardLinkNames, Key
 from strongroom.fs.resolver import CACHE_ENTRIES, Resolver
@@ -70,19 +70,15 @@ def _chmod_nofollow(dir_fd: int, name: str, mode: int) -> None:
             return
         err = ctypes.get_errno()
         if err != errno.ENOSYS:
-            raise _err(err)
+            raise os_error(err)
         _has_fchmodat2 = False
     fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
     try:
         if stat.S_ISLNK(os.fstat(fd).st_mode):
-            raise _err(errno.ELOOP)
+            raise os_error(errno.ELOOP)
         os.chmod(f"/proc/self/fd/{fd}", mode)
     finally:
         os.close(fd)
-
-
-def _err(code: int) -> OSError:
-    return OSError(code, os.strerror(code))
 
 
 def _never() -> int:
@@ -188,7 +184,7 @@ class VolumeOps:
         if pid in (0, self._self_pid):  # the kernel's own requests, the daemon's
             return
         if not acl.allowed(pid, path.lstrip("/"), write):
-            raise _err(errno.EACCES)
+            raise os_error(errno.EACCES)
 
     def _as_caller(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a lower call that creates an entry as the caller (owner and group as ext4 gives
@@ -327,9 +323,9 @@ class VolumeOps:
     def access(self, path: str, amode: int) -> int:
         self._check(path, write=bool(amode & os.W_OK))
         if amode & os.W_OK and self.read_only:
-            raise _err(errno.EROFS)
+            raise os_error(errno.EROFS)
         if not os.access(self.paths.lower(path), amode, follow_symlinks=False):
-            raise _err(errno.EACCES)
+            raise os_error(errno.EACCES)
         return 0
 
     def chmod(self, path: str, mode: int) -> int:
@@ -384,7 +380,7 @@ class VolumeOps:
                 with self.beneath.path(str(node)) as at:
                     done = _utimensat(at.dir_fd, os.fsencode(at.name), times, _AT_SYMLINK_NOFOLLOW)
             if done != 0:
-                raise _err(ctypes.get_errno())
+                raise os_error(ctypes.get_errno())
         self._changed_path(path)
         return 0
 
@@ -397,7 +393,7 @@ class VolumeOps:
 
     def _writable(self) -> None:
         if self.read_only:
-            raise _err(errno.EROFS)
+            raise os_error(errno.EROFS)
 
     # -- directories ---------------------------------------------------------------------
     def _listing(self, path: str) -> Iterator[tuple[str, os.DirEntry[str], str]]:
@@ -467,7 +463,7 @@ class VolumeOps:
     def opendir(self, path: str) -> int:
         self._check(path)
         if not os.path.isdir(self.paths.lower(path)):
-            raise _err(errno.ENOTDIR)
+            raise os_error(errno.ENOTDIR)
         return 0
 
     def mkdir(self, path: str, mode: int) -> int:
@@ -510,7 +506,7 @@ class VolumeOps:
                 # A stored tweak is the only lower entry an empty plaintext directory may hold.
                 with self.beneath.directory(lower) as inside:
                     if [n for n in os.listdir(inside) if n != names.DIRIV]:
-                        raise _err(errno.ENOTEMPTY) from None
+                        raise os_error(errno.ENOTEMPTY) from None
                     iv = self.paths.stored_diriv(inside)
                     os.unlink(os.path.join(inside, names.DIRIV))
                 try:
@@ -551,7 +547,7 @@ class VolumeOps:
         self._check(new, write=True)
         self._writable()
         if self._hidden and old in self._hidden:
-            raise _err(errno.ENOENT)  # an unlinked file has no name to move
+            raise os_error(errno.ENOENT)  # an unlinked file has no name to move
         if _HIDDEN.fullmatch(new.rpartition("/")[2]) and self._hide(old, new):
             return 0
         old_parent, old_name, _ = self.paths.entry(old)
@@ -635,7 +631,7 @@ class VolumeOps:
         self._check(source, write=True)
         self._writable()
         if self._hidden and source in self._hidden:
-            raise _err(errno.ENOENT)
+            raise os_error(errno.ENOENT)
         new_parent, new_name = self._new_entry(target)
         lower = f"{new_parent}/{new_name}"
         with self.beneath.path(self.paths.lower(source)) as src, self.beneath.path(lower) as dst:
@@ -659,7 +655,7 @@ class VolumeOps:
         sealed = header.encode(self.keys.kek, self.keys.volume_id) + content.FileCipher(header).seal(0, plain)
         encoded = base64.urlsafe_b64encode(sealed).rstrip(b"=")
         if len(encoded) > 4095:
-            raise _err(errno.ENAMETOOLONG)
+            raise os_error(errno.ENAMETOOLONG)
         new_parent, new_name = self._new_entry(target)
         with self.beneath.path(f"{new_parent}/{new_name}") as at:
             self._as_caller(os.symlink, encoded, at.name, dir_fd=at.dir_fd)
@@ -673,7 +669,7 @@ class VolumeOps:
             return content.FileCipher(header).open(0, sealed[content.HEADER :])
         except (ValueError, content.DamagedFile) as e:
             self._damage(lower, None, f"symlink target does not decrypt ({e})")
-            raise _err(errno.EIO) from None
+            raise os_error(errno.EIO) from None
 
     def readlink(self, path: str) -> str:
         self._check(path)
@@ -683,7 +679,7 @@ class VolumeOps:
         self._check(path, write=True)
         self._writable()
         if stat.S_IFMT(mode) not in _MKNOD_TYPES:
-            raise _err(errno.EINVAL)
+            raise os_error(errno.EINVAL)
         lower_parent, name = self._new_entry(path)
         with self.beneath.path(f"{lower_parent}/{name}") as at:
             self._as_caller(os.mknod, at.name, mode, dev, dir_fd=at.dir_fd)
@@ -800,7 +796,7 @@ class VolumeOps:
         self._check(path, write=True)
         self._writable()
         if length > MAX_FILE_SIZE:
-            raise _err(errno.EFBIG)
+            raise os_error(errno.EFBIG)
         if fh is None:
             fh = self.open(path, os.O_WRONLY)
             try:
@@ -820,7 +816,7 @@ class VolumeOps:
         self._writable()
         if not self.io.supports(mode):
             self._unsupported(f"fallocate mode {mode:#x}")
-            raise _err(errno.EOPNOTSUPP)
+            raise os_error(errno.EOPNOTSUPP)
         h = self.io.get(fh)
         self.io.allocate(h, mode, offset, length)
         self._changed(h.key, path)
@@ -834,7 +830,7 @@ class VolumeOps:
         """No ioctl is supported (file attributes, FIEMAP and the like would describe the lower
         file): ENOTTY, as ext4 answers an ioctl it does not know."""
         self._unsupported(f"ioctl {cmd:#x}")
-        raise _err(errno.ENOTTY)
+        raise os_error(errno.ENOTTY)
 
     def _unsupported(self, what: str) -> None:
         if what not in self._unsupported_logged:
@@ -865,7 +861,7 @@ class VolumeOps:
             return xattrs_mod.header_binding(raw)
         except content.DamagedFile as e:
             self._damage(path, None, str(e))
-            raise _err(errno.EIO) from None
+            raise os_error(errno.EIO) from None
 
     def _rebind_xattrs(self, fd: int, old: bytes, new: bytes) -> None:
         """Seal the file's attribute values to ``new`` (it gained or lost its file id)."""
@@ -884,7 +880,7 @@ class VolumeOps:
         try:
             lower_name = self.xattrs.lower_name(name)
         except names.BadName:
-            raise _err(errno.ENOTSUP) from None
+            raise os_error(errno.ENOTSUP) from None
         self.io.attributes_changed()  # rare: every file's first write looks for values again
         with self._reach(path) as (node, is_fd):
             sealed = self.xattrs.seal_value(lower_name, value, self._xattr_binding(path, node, is_fd))
@@ -897,7 +893,7 @@ class VolumeOps:
         try:
             lower_name = self.xattrs.lower_name(name)
         except names.BadName:
-            raise _err(errno.ENODATA) from None
+            raise os_error(errno.ENODATA) from None
         with self._reach(path) as (node, is_fd):
             sealed = os.getxattr(node, lower_name, follow_symlinks=is_fd)
             binding = self._xattr_binding(path, node, is_fd)
@@ -910,7 +906,7 @@ class VolumeOps:
                         break
                     sealed, binding = os.getxattr(node, lower_name, follow_symlinks=is_fd), again
         self._damage(path, None, f"attribute {lower_name} does not open here (damaged, or moved from another file)")
-        raise _err(errno.EIO)
+        raise os_error(errno.EIO)
 
     def listxattr(self, path: str) -> list[str]:
         self._check(path)
@@ -931,7 +927,7 @@ class VolumeOps:
         try:
             lower_name = self.xattrs.lower_name(name)
         except names.BadName:
-            raise _err(errno.ENODATA) from None
+            raise os_error(errno.ENODATA) from None
         with self._reach(path) as (node, is_fd):
             os.removexattr(node, lower_name, follow_symlinks=is_fd)
         self._changed_path(path)
