@@ -36,6 +36,8 @@ def _raise_for(resp: Reply) -> None:
     try:
         body = resp.json()
         code, message = str(body.get("error", "")), str(body.get("message", ""))
+        if not code and isinstance(body.get("errors"), list):  # the Vault-compatible routes' shape
+            message = "; ".join(str(m) for m in body["errors"])[:500]
     except (ValueError, AttributeError):
         code, message = "", resp.text[:200]
     message = message or f"HTTP {resp.status_code}"
@@ -248,6 +250,23 @@ class Client:
     def report_acl_denials(self, events: Records) -> int:
         """Send access-control denials seen by this host's mounts to the server's audit log."""
         return int(self._json("POST", "/v1/events", json_body={"acl_denials": events})["recorded"])
+
+    def vault_token(
+        self,
+        ttl: str | None = None,
+        num_uses: int = 0,
+        policies: Strings | None = None,
+        display_name: str | None = None,
+        no_default_policy: bool = False,
+    ) -> dict[str, Any]:
+        """A token for the Vault-compatible API, acting as this client (docs/API.md): the
+        ``auth`` block of the login answer (``client_token``, ``accessor``, ``lease_duration``...)."""
+        body: dict[str, Any] = {"num_uses": num_uses, "policies": list(policies or []), "no_default_policy": no_default_policy}
+        if ttl is not None:
+            body["ttl"] = ttl
+        if display_name is not None:
+            body["display_name"] = display_name
+        return dict(self._json("POST", "/v1/auth/strongroom/login", json_body=body)["auth"])
 
     def entropy(self, n: int) -> bytes:
         return self._send("GET", "/v1/entropy", params={"bytes": n}).content

@@ -36,6 +36,7 @@ from strongroom.server.routes import (
     UnsealRequest,
 )
 from strongroom.server.service import Service, SignedRequest
+from strongroom.server.vault.http import VaultFront
 from strongroom.server.writerlink import WriterLink
 
 log = logging.getLogger("strongroom.server.api")
@@ -397,4 +398,5 @@ def create_app(service: Service, link: WriterLink, agent: NodeAgent | None = Non
     # the hot routes skip FastAPI's own layers (error, telemetry and body-limit middleware), each
     # of which wrapped every response message.
     front = HotPath(app, service=service, routes=hot_routes, error=_error, link=link)
-    return MetricsMiddleware(BodyLimit(front, limit=limit), metrics=metrics)
+    vault = VaultFront(front, service=service, limit=limit)
+    return MetricsMiddleware(BodyLimit(vault, limit=limit), metrics=metrics)

@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from strongroom.crypto import aead, kdf, sealedbox
+from strongroom.crypto import aead, kdf, sealedbox, transit
 from strongroom.server import repository as repo
 from strongroom.server.storage import Tx
 
@@ -41,6 +41,10 @@ def dk_aad(deposit_id: int, owner: str, version: int) -> bytes:
 
 def _content_aad(deposit_id: int, owner: str, version: int) -> bytes:
     return f"strongroom deposit v1\0{deposit_id}\0{owner}\0{version}".encode()
+
+
+def transit_aad(key_id: int, owner: str, version: int, kind: str) -> bytes:
+    return f"strongroom transit v1\0{key_id}\0{owner}\0{version}\0{kind}".encode()
 
 
 @dataclass(frozen=True)
@@ -177,8 +181,29 @@ class Barrier:
         return aead.open_(dk, ciphertext, _content_aad(deposit_id, owner, version))
 
     # -- rotation ---------------------------------------------------------------------
+    def destroy_version(self, tx: Tx, deposit_id: int, version: int) -> None:
+        """A version's wrapped data key and ciphertext deleted: nothing left to open it with."""
+        repo.delete_version(tx, deposit_id, version)
+
+    # -- transit keys ---------------------------------------------------------------------
+    def new_transit_version(self, tx: Tx, key_id: int, owner: str, version: int, kind: str, created: float) -> None:
+        """A fresh random version of a transit key, stored wrapped under the master key."""
+        keys = self._current()
+        wrapped = aead.wrap_key(keys.master, transit.new_material(), transit_aad(key_id, owner, version, kind))
+        repo.insert_transit_version(tx, key_id, version, keys.master_gen, wrapped, created)
+
+    def transit_keyring(self, tx: Tx, key_id: int, owner: str, kind: str, derived: bool, versions: list[int]) -> transit.Keyring:
+        """The named versions of a transit key, unwrapped into a keyring that can use them but not
+        give them out (aead.DecryptionError if a row was altered or moved)."""
+        materials = {}
+        for version, gen, wrapped in repo.transit_versions(tx, key_id, versions):
+            keys = self._keys_for(tx, gen)
+            materials[version] = aead.unwrap_key(keys.master, wrapped, transit_aad(key_id, owner, version, kind))
+        return transit.Keyring(kind, materials, derived)
+
     def rotate(self, tx: Tx) -> int:
-        """Re-wrap every data key and system key under a new master key; returns the new generation.
+        """Re-wrap every data key, transit key and system key under a new master key; returns the
+        new generation.
 
         Must run inside Store.action(), whose lock keeps concurrent puts from wrapping
         under the old key while this runs.  This process adopts the new key through
@@ -194,6 +219,10 @@ class Barrier:
             aad = dk_aad(deposit_id, owner, version)
             dk = aead.unwrap_key(old.master, wrapped, aad)
             repo.set_version_key(tx, deposit_id, version, new_gen, aead.wrap_key(new_master, dk, aad))
+        for key_id, version, wrapped, owner, kind in repo.transit_version_keys(tx):
+            aad = transit_aad(key_id, owner, version, kind)
+            material = aead.unwrap_key(old.master, wrapped, aad)
+            repo.set_transit_version_key(tx, key_id, version, new_gen, aead.wrap_key(new_master, material, aad))
         for name, wrapped in repo.system_keys(tx):
             key = aead.unwrap_key(old.master, wrapped, _syskey_aad(name))
             repo.set_system_key(tx, name, new_gen, aead.wrap_key(new_master, key, _syskey_aad(name)))

@@ -307,7 +307,10 @@ class Service:
         repo.set_policy(tx, deposit_id, rows, policy.expires_at, policy.not_before, policy.max_retrievals)
 
     def put(self, ctx: Ctx, name: str, data: bytes, policy: Policy | None) -> dict[str, Any]:
-        check_name(name)
+        return self.put_named(ctx, check_name(name), data, policy, "put")
+
+    def put_named(self, ctx: Ctx, name: str, data: bytes, policy: Policy | None, action: str) -> dict[str, Any]:
+        """A new version of the caller's deposit ``name`` (already checked by the caller's API)."""
         if len(data) > self.config.deposit_limit:
             raise TooLarge(f"deposit is larger than the server's limit of {self.config.deposit_limit} bytes")
         tx, me = ctx.tx, ctx.client
@@ -325,7 +328,7 @@ class Service:
             if policy is not None:
                 self._set_policy(tx, deposit_id, rows, policy)
         self.barrier.write_version(tx, deposit_id, me.id, version, data, now)
-        ctx.audit.append(me.id, "put", f"{me.id}/{name}", "ok", version=version, bytes=len(data))
+        ctx.audit.append(me.id, action, f"{me.id}/{name}", "ok", version=version, bytes=len(data))
         return {"name": name, "owner": me.id, "version": version}
 
     def _may_see(self, tx: Tx, me: ClientRow, dep: DepositRow) -> bool:
@@ -343,28 +346,50 @@ class Service:
             ctx.audit.append(me.id, "get", target, "denied", reason="not found or not visible")
             raise Refused(NotFound("no such deposit"))
         v = dep.latest_version if version is None else version
+        data = self.retrieve(ctx, dep, v, "get", target)
+        return {"name": name, "owner": dep.owner_id, "version": v, "data": data}
+
+    def retrieve(self, ctx: Ctx, dep: DepositRow, v: int, action: str, target: str) -> bytes:
+        """Version ``v`` of a deposit the caller may see, under its policy (times, retrieval
+        count) and its KV v2 state (deleted, destroyed, pruned); every outcome audited."""
+        tx, me = ctx.tx, ctx.client
         if v < 1 or v > dep.latest_version:
-            ctx.audit.append(me.id, "get", target, "denied", reason="no such version", version=v)
+            ctx.audit.append(me.id, action, target, "denied", reason="no such version", version=v)
             raise Refused(NotFound(f"no version {v} of this deposit"))
         now = self.clock()
+        gone = repo.kv_gate(tx, dep.id, v)
+        if gone is not None:
+            oldest, deleted_at, destroyed = gone
+            why = (
+                "destroyed"
+                if destroyed
+                else "pruned"
+                if v < oldest
+                else "deleted"
+                if deleted_at is not None and deleted_at <= now
+                else None
+            )
+            if why is not None:
+                ctx.audit.append(me.id, action, target, "denied", reason=f"version {why}", version=v)
+                raise Refused(NotFound(f"version {v} of this deposit was {why}"))
         if dep.not_before is not None and now < dep.not_before:
-            ctx.audit.append(me.id, "get", target, "denied", reason="not yet retrievable")
+            ctx.audit.append(me.id, action, target, "denied", reason="not yet retrievable")
             when = _utc(dep.not_before)
             raise Refused(Denied(f"deposit is not retrievable before {when}"))
         if dep.expires_at is not None and now >= dep.expires_at:
-            ctx.audit.append(me.id, "get", target, "denied", reason="expired")
+            ctx.audit.append(me.id, action, target, "denied", reason="expired")
             raise Refused(Gone("deposit has expired"))
         try:
             data = self.barrier.read_version(tx, dep.id, dep.owner_id, v)
         except aead.DecryptionError:
             log.error("deposit %s version %d failed authentication: the database row was altered", target, v)
-            ctx.audit.append(me.id, "get", target, "error", reason="ciphertext failed authentication", version=v)
+            ctx.audit.append(me.id, action, target, "error", reason="ciphertext failed authentication", version=v)
             raise Refused(IntegrityFailure("deposit failed its integrity check; the operator has been told")) from None
         if not repo.count_retrieval(tx, dep.id):
-            ctx.audit.append(me.id, "get", target, "denied", reason="retrieval limit reached")
+            ctx.audit.append(me.id, action, target, "denied", reason="retrieval limit reached")
             raise Refused(Gone("deposit has reached its retrieval limit"))
-        ctx.audit.append(me.id, "get", target, "ok", version=v)
-        return {"name": name, "owner": dep.owner_id, "version": v, "data": data}
+        ctx.audit.append(me.id, action, target, "ok", version=v)
+        return data
 
     def _describe(self, tx: Tx, dep: DepositRow) -> dict[str, Any]:
         readers = repo.readers(tx, dep.id)
@@ -478,6 +503,8 @@ class Service:
         if row.status == "revoked" and status != "revoked":
             raise Conflict("a revoked client stays revoked; register the host again")
         repo.set_client_status(ctx.tx, client_id, status)
+        if status == "revoked":
+            repo.revoke_client_tokens(ctx.tx, client_id)  # a revoked client's Vault tokens die with it
         verb = {"active": "enable", "disabled": "disable", "revoked": "revoke"}[status]
         ctx.audit.append(ctx.client.id, f"client.{verb}", client_id, "ok")
         return {"client_id": client_id, "status": status}

@@ -218,6 +218,92 @@ grants = Table(
 )
 
 
+# -- the Vault-compatible surface (server/vault) -------------------------------------------------
+# Tokens are stored by a hash of the token (256 random bits, so a plain hash suffices); the
+# accessor names a token without being able to use it.
+vault_tokens = Table(
+    "vault_tokens",
+    metadata,
+    Column("accessor", String(32), primary_key=True),
+    Column("token_hash", LargeBinary, nullable=False, unique=True),
+    Column("client_id", String(32), ForeignKey("clients.id"), nullable=False),
+    Column("parent", String(32), nullable=True),  # the accessor of the token that made it
+    Column("policies", Text, nullable=False),  # JSON list of policy names
+    Column("display_name", String(128), nullable=False),
+    Column("meta", Text, nullable=False),  # JSON object of strings, shown by lookup
+    Column("created", Float, nullable=False),
+    Column("expires", Float, nullable=True),  # None: never (root-style tokens)
+    Column("period", Integer, nullable=False),  # seconds a renewal extends by
+    Column("max_expires", Float, nullable=True),  # no renewal goes past this
+    Column("uses_left", Integer, nullable=False),  # 0: unlimited
+    Column("renewable", Integer, nullable=False),
+    Index("vault_tokens_client", "client_id"),
+    Index("vault_tokens_parent", "parent"),
+)
+
+vault_policies = Table(
+    "vault_policies",
+    metadata,
+    Column("name", String(128), primary_key=True),
+    Column("body", Text, nullable=False),  # the policy text as written (HCL or JSON)
+    Column("updated", Float, nullable=False),
+)
+
+# KV v2 settings of a deposit written through the Vault API (defaults when absent).
+kv_settings = Table(
+    "kv_settings",
+    metadata,
+    Column("deposit_id", Integer, ForeignKey("deposits.id", ondelete="CASCADE"), primary_key=True),
+    Column("max_versions", Integer, nullable=False),  # 0: the mount's default
+    Column("cas_required", Integer, nullable=False),
+    Column("delete_version_after", Integer, nullable=False),  # seconds, 0: never
+    Column("custom_metadata", Text, nullable=False),  # JSON object of strings
+    Column("oldest_version", Integer, nullable=False),  # versions below were pruned by max_versions
+)
+
+# Versions deleted (recoverable) or destroyed (content and key gone) through KV v2; a version
+# with no row here is live.
+kv_versions = Table(
+    "kv_versions",
+    metadata,
+    Column("deposit_id", Integer, ForeignKey("deposits.id", ondelete="CASCADE"), primary_key=True),
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("deleted_at", Float, nullable=True),
+    Column("destroyed", Integer, nullable=False),
+)
+
+# Transit keys: named per client, each version's material sealed by the barrier.
+transit_keys = Table(
+    "transit_keys",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("owner_id", String(32), ForeignKey("clients.id"), nullable=False),
+    Column("name", String(128), nullable=False),
+    Column("type", String(32), nullable=False),
+    Column("derived", Integer, nullable=False),
+    Column("latest_version", Integer, nullable=False),
+    Column("min_decryption_version", Integer, nullable=False),
+    Column("min_encryption_version", Integer, nullable=False),
+    Column("deletion_allowed", Integer, nullable=False),
+    Column("auto_rotate_period", Integer, nullable=False),  # seconds, 0: never
+    Column("created", Float, nullable=False),
+    Column("rotated", Float, nullable=False),
+    UniqueConstraint("owner_id", "name"),
+)
+
+transit_key_versions = Table(
+    "transit_key_versions",
+    metadata,
+    Column("key_id", Integer, ForeignKey("transit_keys.id", ondelete="CASCADE"), primary_key=True),
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("master_gen", Integer, nullable=False),
+    Column("wrapped", LargeBinary, nullable=False),  # the key material under the master key
+    Column("created", Float, nullable=False),
+)
+
+VAULT_TABLES = (vault_tokens, vault_policies, kv_settings, kv_versions, transit_keys, transit_key_versions)
+
+
 INTEGRITY_ERRORS: tuple[type[Exception], ...] = (sqlite3.IntegrityError, psycopg.IntegrityError)
 OUTAGE_ERRORS: tuple[type[Exception], ...] = (sqlite3.OperationalError, psycopg.OperationalError, psycopg.InterfaceError)
 
@@ -393,7 +479,7 @@ class Store:
         from sqlalchemy import inspect
         from sqlalchemy.exc import DBAPIError
 
-        for added in (registration_failures, sealed_events):  # tables later versions added
+        for added in (registration_failures, sealed_events, *VAULT_TABLES):  # tables later versions added
             for _attempt in range(3):
                 try:
                     with self.wrap_errors():
@@ -425,8 +511,8 @@ class Store:
             names = set(inspect(self.engine).get_table_names())
         if "seen_nonces" not in names or "nonces" in names:
             raise StorageUnavailable("could not upgrade the database schema (replay table)")
-        if not {"registration_failures", "sealed_events"} <= names:
-            raise StorageUnavailable("could not upgrade the database schema (registration failures, sealed events)")
+        if not {"registration_failures", "sealed_events", *(t.name for t in VAULT_TABLES)} <= names:
+            raise StorageUnavailable("could not upgrade the database schema (tables added since)")
 
     def has_schema(self) -> bool:
         from sqlalchemy import inspect

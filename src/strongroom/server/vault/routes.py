@@ -1,0 +1,317 @@
+"""The Vault-compatible routes: path, verb, the capability each needs, and its handler.
+
+Paths are Vault's, after ``/v1/``; ``{path*}`` takes the rest of the path.  A route whose
+capability is None decides it in its handler (KV writes need "create" for a new secret and
+"update" for an existing one, as Vault's existence check decides)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from strongroom.server import repository as repo
+from strongroom.server.errors import Refused
+from strongroom.server.vault import policy as pol
+from strongroom.server.vault import transit
+from strongroom.server.vault.errors import Invalid, Missing, PermissionDenied
+from strongroom.server.vault.http import Call, Plain
+from strongroom.server.vault.kv import MOUNT, KvV2
+
+if TYPE_CHECKING:
+    from strongroom.server.vault.http import VaultFront
+
+VERSION = "2.7.2"  # the OpenBao release whose answers this surface is tested against
+
+
+def register(front: VaultFront) -> None:
+    kv = KvV2(front.service)
+    add = front.add
+    _sys(add)
+    _tokens(add)
+    _kv(add, kv)
+    transit.register(add, front.service)
+
+
+# -- sys ---------------------------------------------------------------------------------------
+def _mounts() -> dict[str, dict[str, Any]]:
+    def entry(kind: str, description: str, options: dict[str, str] | None, accessor: str) -> dict[str, Any]:
+        return {
+            "accessor": accessor,
+            "config": {"default_lease_ttl": 0, "force_no_cache": False, "max_lease_ttl": 0},
+            "description": description,
+            "external_entropy_access": False,
+            "local": False,
+            "options": options,
+            "plugin_version": "",
+            "running_plugin_version": "",
+            "running_sha256": "",
+            "seal_wrap": False,
+            "type": kind,
+            "uuid": accessor,
+        }
+
+    return {
+        f"{MOUNT}/": entry("kv", "key/value secret storage (Strongroom deposits)", {"version": "2"}, "kv_strongroom"),
+        "transit/": entry("transit", "encryption as a service (keys sealed by Strongroom's barrier)", {}, "transit_strongroom"),
+        "sys/": entry("system", "system endpoints", None, "system_strongroom"),
+    }
+
+
+def _health(p: Plain) -> tuple[int, dict[str, Any]]:
+    sealed = p.service.barrier.sealed
+    data = {
+        "initialized": True,
+        "sealed": sealed,
+        "standby": False,
+        "performance_standby": False,
+        "replication_performance_mode": "disabled",
+        "replication_dr_mode": "disabled",
+        "server_time_utc": int(time.time()),
+        "version": VERSION,
+    }
+
+    def code(name: str, default: int) -> int:
+        raw = p.query.get(name)
+        if raw is None:
+            return default
+        if not raw.isdigit() or not 100 <= int(raw) <= 599:
+            raise Invalid(f"{name} must be an HTTP status code")
+        return int(raw)
+
+    status = code("sealedcode", 503) if sealed else code("activecode", 200)
+    return status, data
+
+
+def _seal_status(p: Plain) -> tuple[int, dict[str, Any]]:
+    return 200, {
+        "type": "strongroom",
+        "initialized": True,
+        "sealed": p.service.barrier.sealed,
+        "t": 1,
+        "n": 1,
+        "progress": 0,
+        "nonce": "",
+        "version": VERSION,
+        "migration": False,
+        "recovery_seal": False,
+        "storage_type": p.service.store.engine.dialect.name,
+    }
+
+
+def _ui_mount(c: Call) -> dict[str, Any]:
+    path = c.params.get("path", "")
+    mounts = _mounts()
+    for prefix, entry in mounts.items():
+        if (path + "/").startswith(prefix) or path.startswith(prefix):
+            if not c.caller.acl.capabilities(path) and not _any_under(c, prefix):
+                c.ctx.audit.append(c.ctx.client.id, "vault.acl", c.path, "denied", capability="any")
+                raise Refused(PermissionDenied())
+            return {**entry, "path": prefix}
+    c.ctx.audit.append(c.ctx.client.id, "vault.acl", c.path, "denied", reason="no such mount")
+    e = PermissionDenied()  # Vault's answer for a path outside every mount
+    e.message = f'preflight capability check returned 403, please ensure client\'s policies grant access to path "{path}/"'
+    raise Refused(e)
+
+
+def _any_under(c: Call, prefix: str) -> bool:
+    """Whether the token has any capability somewhere under a mount (Vault's UI mount check)."""
+    acl = c.caller.acl
+    return acl.root or any(r.pattern.startswith(prefix) and r.capabilities - {"deny"} for r in acl.rules)
+
+
+def _ui_mounts(c: Call) -> dict[str, Any]:
+    secret = {k: v for k, v in _mounts().items() if k != "sys/" and (c.caller.acl.root or _any_under(c, k))}
+    return {"auth": {}, "secret": secret}
+
+
+def _sys_mounts(c: Call) -> dict[str, Any]:
+    return _mounts()
+
+
+def _policy_names(c: Call) -> dict[str, Any]:
+    names = sorted({"default", "root", *repo.policy_names(c.ctx.tx)})
+    c.ctx.audit.append(c.ctx.client.id, "vault.policy.list", c.path, "ok")
+    return {"keys": names, "policies": names}
+
+
+def _policy_read(c: Call) -> dict[str, Any]:
+    name = c.params["name"]
+    body = pol.DEFAULT_POLICY if name == "default" else "" if name == "root" else repo.policy_body(c.ctx.tx, name)
+    c.ctx.audit.append(c.ctx.client.id, "vault.policy.read", c.path, "ok" if body is not None else "denied")
+    if body is None:
+        raise Refused(Missing())
+    return {"name": name, "rules": body, "policy": body}
+
+
+def _admin(c: Call) -> None:
+    """Policies apply to every client's tokens: only the admin credential's tokens change them."""
+    if c.ctx.client.role != "admin":
+        c.ctx.audit.append(c.ctx.client.id, "vault.policy", c.path, "denied", reason="not an admin")
+        raise Refused(PermissionDenied())
+
+
+def _policy_write(c: Call) -> None:
+    _admin(c)
+    name = c.params["name"]
+    if not pol.NAME_RE.match(name) or name in pol.RESERVED:
+        raise Invalid(f"cannot write policy {name!r}: use letters, digits, '.', '_' and '-'; root and default are built in")
+    text = c.body.get("policy", c.body.get("rules"))
+    if isinstance(text, dict):
+        text = json.dumps(text)
+    if not isinstance(text, str):
+        raise Invalid("policy must be given as text (HCL or JSON)")
+    try:
+        pol.parse(text)
+    except pol.PolicyError as e:
+        raise Invalid(f"failed to parse policy: {e}") from None
+    repo.put_policy(c.ctx.tx, name, text, c.service.clock())
+    c.ctx.audit.append(c.ctx.client.id, "vault.policy.write", c.path, "ok")
+
+
+def _policy_delete(c: Call) -> None:
+    _admin(c)
+    name = c.params["name"]
+    if name in pol.RESERVED:
+        raise Invalid(f"cannot delete {name} policy")
+    repo.delete_policy(c.ctx.tx, name)
+    c.ctx.audit.append(c.ctx.client.id, "vault.policy.delete", c.path, "ok")
+
+
+def _capabilities_self(c: Call) -> dict[str, Any]:
+    paths = c.body.get("paths", c.body.get("path"))
+    if isinstance(paths, str):
+        paths = [paths]
+    if not isinstance(paths, list) or not paths or len(paths) > 100 or not all(isinstance(p, str) for p in paths):
+        raise Invalid("paths must be a list of at most 100 paths")
+    out: dict[str, Any] = {}
+    for p in paths:
+        caps = ["root"] if c.caller.acl.root else sorted(c.caller.acl.capabilities(p)) or ["deny"]
+        out[p] = caps
+    if len(paths) == 1:
+        out["capabilities"] = out[paths[0]]
+    return out
+
+
+def _sys(add: Any) -> None:
+    add("GET", "sys/health", _health, None, authenticated=False)
+    add("GET", "sys/seal-status", _seal_status, None, authenticated=False)
+    add("GET", "sys/internal/ui/mounts", _ui_mounts, None)
+    add("GET", "sys/internal/ui/mounts/{path*}", _ui_mount, None)
+    add("GET", "sys/mounts", _sys_mounts, "read")
+    for base in ("sys/policy", "sys/policies/acl"):
+        add("GET", base, _policy_names, "read")
+        add("LIST", base, _policy_names, "list")
+        add("GET", base + "/{name}", _policy_read, "read")
+        add("POST", base + "/{name}", _policy_write, "update")
+        add("DELETE", base + "/{name}", _policy_delete, "delete")
+    add("POST", "sys/capabilities-self", _capabilities_self, None)
+
+
+# -- tokens ------------------------------------------------------------------------------------
+def _login(c: Call) -> None:
+    token, row = c.tokens.issue(c.ctx.tx, c.ctx.client, c.body)
+    c.ctx.audit.append(c.ctx.client.id, "vault.login", c.path, "ok", accessor=row.accessor, ttl=c.tokens.ttl(row))
+    c.auth = c.tokens.auth_block(token, row)
+
+
+def _create(c: Call) -> None:
+    if c.body.get("no_parent") or c.body.get("orphan"):
+        raise Invalid("orphan tokens are not supported: a token is always made by its client's login or another token")
+    token, row = c.tokens.issue(c.ctx.tx, c.ctx.client, c.body, parent=c.caller)
+    c.ctx.audit.append(c.ctx.client.id, "vault.token.create", c.path, "ok", accessor=row.accessor, parent=c.caller.token.accessor)
+    c.auth = c.tokens.auth_block(token, row)
+
+
+def _lookup_self(c: Call) -> dict[str, Any]:
+    c.ctx.audit.append(c.ctx.client.id, "vault.token.lookup-self", c.path, "ok", accessor=c.caller.token.accessor)
+    fresh = repo.token_by_accessor(c.ctx.tx, c.caller.token.accessor) or c.caller.token
+    return c.tokens.lookup(c.token, fresh, "auth/strongroom/login" if fresh.parent is None else "auth/token/create")
+
+
+def _renew_self(c: Call) -> None:
+    row = c.tokens.renew(c.ctx.tx, c.caller, c.body.get("increment"))
+    c.ctx.audit.append(c.ctx.client.id, "vault.token.renew-self", c.path, "ok", accessor=row.accessor)
+    c.auth = c.tokens.auth_block(c.token, row)
+
+
+def _revoke_self(c: Call) -> None:
+    repo.revoke_token_tree(c.ctx.tx, c.caller.token.accessor)
+    c.ctx.audit.append(c.ctx.client.id, "vault.token.revoke-self", c.path, "ok", accessor=c.caller.token.accessor)
+
+
+def _tokens(add: Any) -> None:
+    add("POST", "auth/strongroom/login", _login, None, signed=True)
+    add("POST", "auth/token/create", _create, "update")
+    add("GET", "auth/token/lookup-self", _lookup_self, "read")
+    add("POST", "auth/token/lookup-self", _lookup_self, "read")
+    add("POST", "auth/token/renew-self", _renew_self, "update")
+    add("POST", "auth/token/revoke-self", _revoke_self, "update")
+
+
+# -- KV v2 -------------------------------------------------------------------------------------
+def _version_query(c: Call) -> int | None:
+    raw = c.query.get("version")
+    if raw is None or raw == "":
+        return None
+    if not raw.isdigit() or len(raw) > 10 or int(raw) > 2**31 - 1:
+        raise Invalid("version must be a non-negative integer")
+    return int(raw) or None
+
+
+def _kv(add: Any, kv: KvV2) -> None:
+    def read(c: Call) -> Any:
+        status, data = kv.read(c.ctx, c.params["path"], _version_query(c))
+        c.status = status
+        return data
+
+    def write(c: Call) -> Any:
+        c.require("update" if kv.exists(c.ctx, c.params["path"]) else "create")
+        return kv.write(c.ctx, c.params["path"], c.body)
+
+    def patch(c: Call) -> Any:
+        return kv.patch(c.ctx, c.params["path"], c.body)
+
+    def delete(c: Call) -> None:
+        kv.delete_latest(c.ctx, c.params["path"])
+
+    def versions(op: str) -> Any:
+        def run(c: Call) -> None:
+            kv.versions(c.ctx, c.params["path"], c.body, op)
+
+        return run
+
+    def metadata(c: Call) -> Any:
+        return kv.metadata(c.ctx, c.params["path"])
+
+    def listing(c: Call) -> Any:
+        return {"keys": kv.list(c.ctx, c.params.get("path", ""))}
+
+    def write_metadata(c: Call) -> None:
+        c.require("update" if kv.exists(c.ctx, c.params["path"]) else "create")
+        kv.write_metadata(c.ctx, c.params["path"], c.body)
+
+    def patch_metadata(c: Call) -> None:
+        kv.write_metadata(c.ctx, c.params["path"], c.body, patch=True)
+
+    def delete_metadata(c: Call) -> None:
+        kv.delete_metadata(c.ctx, c.params["path"])
+
+    def config(c: Call) -> Any:
+        return {"cas_required": False, "delete_version_after": "0s", "max_versions": 0}
+
+    m = MOUNT
+    add("GET", f"{m}/config", config, "read")
+    add("GET", f"{m}/data/{{path*}}", read, "read")
+    add("POST", f"{m}/data/{{path*}}", write, None)
+    add("PATCH", f"{m}/data/{{path*}}", patch, "patch")
+    add("DELETE", f"{m}/data/{{path*}}", delete, "delete")
+    add("POST", f"{m}/delete/{{path*}}", versions("delete"), "update")
+    add("POST", f"{m}/undelete/{{path*}}", versions("undelete"), "update")
+    add("POST", f"{m}/destroy/{{path*}}", versions("destroy"), "update")
+    add("LIST", f"{m}/metadata/{{path*}}", listing, "list")
+    add("LIST", f"{m}/metadata", listing, "list")
+    add("GET", f"{m}/metadata/{{path*}}", metadata, "read")
+    add("POST", f"{m}/metadata/{{path*}}", write_metadata, None)
+    add("PATCH", f"{m}/metadata/{{path*}}", patch_metadata, "patch")
+    add("DELETE", f"{m}/metadata/{{path*}}", delete_metadata, "delete")
