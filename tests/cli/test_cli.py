@@ -53,7 +53,7 @@ def test_client_commands_end_to_end(running: Deployment, tmp_path: Path) -> None
     r = cli("entropy", "--bytes", "48", env=env)
     assert r.returncode == 0 and len(r.stdout) == 48
     assert len(bytes.fromhex(json.loads(cli("entropy", "--bytes", "16", "--json", env=env).stdout)["hex"])) == 16
-    r = cli("policy", "k", "--reader", "group:none", env=env)
+    r = cli("policy", "deposit", "k", "--reader", "group:none", env=env)
     assert "no such group" in _one_line_error(r)
     assert cli("rm", "k", env=env).returncode == 0
     assert "no such deposit" in _one_line_error(cli("get", "k", env=env))

@@ -1,4 +1,5 @@
-"""`strongroom register|put|get|ls|rm|policy|entropy|whoami`: a host's view of the trustee."""
+"""`strongroom register|put|get|ls|rm|entropy|whoami`: a host's view of the trustee (deposit
+policies: `strongroom policy deposit`, cli/vault_cmds.py)."""
 
 from __future__ import annotations
 
@@ -239,32 +240,6 @@ def rm(name: str, profile: Path | None, servers: tuple[str, ...], as_json: bool)
     emit({"name": name, "deleted": True}, as_json, lambda o: click.echo(f"{name}: deleted"))
 
 
-@click.command("policy")
-@click.argument("name")
-@policy_options
-@profile_option
-@json_option
-def policy(
-    name: str,
-    readers: tuple[str, ...],
-    expires: str | None,
-    not_before: str | None,
-    max_retrievals: int | None,
-    profile: Path | None,
-    servers: tuple[str, ...],
-    as_json: bool,
-) -> None:
-    """Replace the policy of a deposit of yours (no options: owner only, no limits).
-
-    \b
-    Example:
-      strongroom policy db-key --reader group:dbhosts --expires 7d
-    """
-    with open_client(profile, servers) as c:
-        out = c.set_policy(name, **_policy(readers, expires, not_before, max_retrievals))
-    emit(out, as_json, lambda o: click.echo(f"{name}: readers {' '.join(o['policy']['readers']) or '(owner only)'}"))
-
-
 @click.command("entropy")
 @click.option("--bytes", "n", default=32, show_default=True, type=click.IntRange(1, 65536), help="How many bytes.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write raw bytes to this file.")
@@ -292,4 +267,4 @@ def entropy(n: int, output: Path | None, profile: Path | None, servers: tuple[st
         sys.stdout.flush()
 
 
-COMMANDS = [register, whoami, put, get, ls, rm, policy, entropy]
+COMMANDS = [register, whoami, put, get, ls, rm, entropy]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from strongroom import __version__
-from strongroom.cli import acl_cmds, bench_cmds, client_cmds, fs_cmds, rng_cmds, server_cmds
+from strongroom.cli import acl_cmds, bench_cmds, client_cmds, fs_cmds, rng_cmds, server_cmds, vault_cmds
 from strongroom.cli.common import Group
 
 
@@ -33,6 +33,8 @@ for group in (
     rng_cmds.rng,
     fs_cmds.fs,
     acl_cmds.acl,
+    vault_cmds.token,
+    vault_cmds.policy,
     bench_cmds.bench,
 ):
     cli.add_command(group)

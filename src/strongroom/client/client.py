@@ -162,6 +162,7 @@ class Client:
         params: dict[str, Any] | None = None,
         json_body: Any = None,
         sign: bool = True,
+        headers: dict[str, str] | None = None,
     ) -> Reply:
         content = json.dumps(json_body, separators=(",", ":")).encode() if json_body is not None else b""
         target = quote(path, safe="/")
@@ -172,11 +173,12 @@ class Client:
         for i in range(n):
             idx = (self._current + i) % n
             full = self._prefixes[idx] + target
-            headers = {"content-type": "application/json"} if json_body is not None else {}
+            sent = {"content-type": "application/json"} if json_body is not None else {}
+            sent.update(headers or {})
             if sign:
-                headers.update(self.signed_headers(method, full, content))  # a fresh nonce for every attempt
+                sent.update(self.signed_headers(method, full, content))  # a fresh nonce for every attempt
             try:
-                resp = self._http.request(self.servers[idx], method, full, content, headers)
+                resp = self._http.request(self.servers[idx], method, full, content, sent)
             except Unreachable as e:
                 last = str(e)
                 continue
@@ -267,6 +269,26 @@ class Client:
         if display_name is not None:
             body["display_name"] = display_name
         return dict(self._json("POST", "/v1/auth/strongroom/login", json_body=body)["auth"])
+
+    def _vault(self, method: str, path: str, json_body: Any = None, params: dict[str, Any] | None = None) -> Any:
+        """One call to the Vault-compatible API with a token made for it alone (one use, a minute)."""
+        token = self.vault_token(ttl="60s", num_uses=1, policies=["root"])["client_token"]
+        headers = {"x-vault-token": token}
+        reply = self._send(method, "/v1/" + path, params=params, json_body=json_body, sign=False, headers=headers)
+        return reply.json() if reply.content else None
+
+    def write_acl_policy(self, name: str, text: str) -> None:
+        """Create or replace a Vault ACL policy (the admin credential only)."""
+        self._vault("PUT", f"sys/policies/acl/{name}", {"policy": text})
+
+    def read_acl_policy(self, name: str) -> str:
+        return str(self._vault("GET", f"sys/policies/acl/{name}")["data"]["policy"])
+
+    def list_acl_policies(self) -> Strings:
+        return list(self._vault("GET", "sys/policies/acl", params={"list": "true"})["data"]["keys"])
+
+    def delete_acl_policy(self, name: str) -> None:
+        self._vault("DELETE", f"sys/policies/acl/{name}")
 
     def entropy(self, n: int) -> bytes:
         return self._send("GET", "/v1/entropy", params={"bytes": n}).content

@@ -598,6 +598,12 @@ def policy_body(tx: Tx, name: str) -> str | None:
     return None if raw is None else str(raw)
 
 
+def policy(tx: Tx, name: str) -> tuple[str, float, int] | None:
+    """(text, last written, version) of a stored policy."""
+    row = tx.one("SELECT body, updated, version FROM vault_policies WHERE name = ?", name)
+    return None if row is None else (str(row[0]), float(row[1]), int(row[2]))
+
+
 def policy_bodies(tx: Tx, names: list[str]) -> dict[str, str]:
     if not names:
         return {}
@@ -610,8 +616,8 @@ def policy_names(tx: Tx) -> list[str]:
 
 
 def put_policy(tx: Tx, name: str, body: str, now: float) -> None:
-    if tx.run("UPDATE vault_policies SET body = ?, updated = ? WHERE name = ?", body, now, name) == 0:
-        tx.run("INSERT INTO vault_policies (name, body, updated) VALUES (?, ?, ?)", name, body, now)
+    if tx.run("UPDATE vault_policies SET body = ?, updated = ?, version = version + 1 WHERE name = ?", body, now, name) == 0:
+        tx.run("INSERT INTO vault_policies (name, body, updated, version) VALUES (?, ?, ?, 1)", name, body, now)
 
 
 def delete_policy(tx: Tx, name: str) -> int:
@@ -625,9 +631,10 @@ class KvSettingsRow:
     delete_version_after: int
     custom_metadata: str
     oldest_version: int
+    metadata_version: int
 
 
-KV_DEFAULTS = KvSettingsRow(0, 0, 0, "{}", 0)
+KV_DEFAULTS = KvSettingsRow(0, 0, 0, "{}", 0, 0)
 _KV_COLS = st.columns_of(KvSettingsRow, st.kv_settings)
 
 
@@ -637,15 +644,15 @@ def kv_settings(tx: Tx, deposit_id: int) -> KvSettingsRow:
 
 
 def set_kv_settings(tx: Tx, deposit_id: int, s: KvSettingsRow) -> None:
-    values = (s.max_versions, s.cas_required, s.delete_version_after, s.custom_metadata, s.oldest_version)
+    values = (s.max_versions, s.cas_required, s.delete_version_after, s.custom_metadata, s.oldest_version, s.metadata_version)
     changed = tx.run(
         "UPDATE kv_settings SET max_versions = ?, cas_required = ?, delete_version_after = ?, custom_metadata = ?, "
-        "oldest_version = ? WHERE deposit_id = ?",
+        "oldest_version = ?, metadata_version = ? WHERE deposit_id = ?",
         *values,
         deposit_id,
     )
     if changed == 0:
-        tx.run(f"INSERT INTO kv_settings (deposit_id, {_KV_COLS}) VALUES (?, ?, ?, ?, ?, ?)", deposit_id, *values)
+        tx.run(f"INSERT INTO kv_settings (deposit_id, {_KV_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?)", deposit_id, *values)
 
 
 def kv_version_states(tx: Tx, deposit_id: int) -> dict[int, tuple[float | None, bool]]:

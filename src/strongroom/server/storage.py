@@ -247,6 +247,7 @@ vault_policies = Table(
     Column("name", String(128), primary_key=True),
     Column("body", Text, nullable=False),  # the policy text as written (HCL or JSON)
     Column("updated", Float, nullable=False),
+    Column("version", Integer, nullable=False),  # writes so far
 )
 
 # KV v2 settings of a deposit written through the Vault API (defaults when absent).
@@ -259,6 +260,7 @@ kv_settings = Table(
     Column("delete_version_after", Integer, nullable=False),  # seconds, 0: never
     Column("custom_metadata", Text, nullable=False),  # JSON object of strings
     Column("oldest_version", Integer, nullable=False),  # versions below were pruned by max_versions
+    Column("metadata_version", Integer, nullable=False),  # metadata writes so far
 )
 
 # Versions deleted (recoverable) or destroyed (content and key gone) through KV v2; a version

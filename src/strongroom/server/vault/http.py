@@ -51,6 +51,7 @@ class Call:
     status: int = 200
     auth: dict[str, Any] | None = None
     warnings: list[str] | None = None
+    flatten: bool = False  # some sys routes also put data's members at the top level (Vault's legacy form)
 
     def require(self, capability: str, path: str | None = None) -> None:
         """Refuse (audited, then 403 "permission denied") unless the token's policies allow it."""
@@ -186,6 +187,8 @@ class VaultFront:
                 parsed = json.loads(raw)
             except (ValueError, UnicodeDecodeError):
                 raise Invalid("failed to parse JSON input: the body is not valid JSON") from None
+            if parsed is None:
+                parsed = {}  # `bao write -f` sends null for "no data"
             if not isinstance(parsed, dict):
                 raise Invalid("failed to parse JSON input: the body must be a JSON object")
             body = parsed
@@ -259,7 +262,10 @@ class VaultFront:
     def _render(call: Call, out: Any) -> Answer:
         if out is None and call.auth is None:
             return Answer(204, None)
-        return Answer(call.status, json.dumps(envelope(out, call.auth, call.warnings)).encode())
+        body = envelope(out, call.auth, call.warnings)
+        if call.flatten and isinstance(out, dict):
+            body = {**out, **body}
+        return Answer(call.status, json.dumps(body).encode())
 
 
 def _self_caller(ctx: Ctx) -> Caller:

@@ -7,6 +7,7 @@ of the same name returns exactly those bytes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Any
@@ -164,7 +165,7 @@ class KvV2:
         if dep.latest_version - oldest + 1 > keep:
             oldest = dep.latest_version - keep + 1
             repo.delete_versions_below(ctx.tx, dep.id, oldest)
-            s = KvSettingsRow(s.max_versions, s.cas_required, s.delete_version_after, s.custom_metadata, oldest)
+            s = dataclasses.replace(s, oldest_version=oldest)
             repo.set_kv_settings(ctx.tx, dep.id, s)
         elif dep.latest_version == 1:
             repo.set_kv_settings(ctx.tx, dep.id, s)  # marks the deposit as a KV secret from its first version
@@ -226,10 +227,12 @@ class KvV2:
         return {
             "cas_required": bool(s.cas_required),
             "created_time": iso(dep.created),
+            "current_metadata_version": s.metadata_version,
             "current_version": dep.latest_version,
             "custom_metadata": self._custom(s),
             "delete_version_after": durations.text(s.delete_version_after),
             "max_versions": s.max_versions,
+            "metadata_cas_required": False,
             "oldest_version": s.oldest_version,
             "updated_time": iso(dep.updated),
             "versions": {str(v): self._version_meta(dep, s, v, times, states) for v in kept},
@@ -262,6 +265,8 @@ class KvV2:
             # version, so settings wait for one.  Say so rather than pretend.
             raise Invalid("write a first version of this secret before its metadata (KV metadata without data is not kept)")
         s = repo.kv_settings(ctx.tx, dep.id)
+        if body.get("metadata_cas_required") not in (None, False):
+            raise Invalid("metadata_cas_required is not supported")
         max_versions = body.get("max_versions", s.max_versions if patch or "max_versions" not in body else 0)
         if not isinstance(max_versions, int) or isinstance(max_versions, bool) or not 0 <= max_versions <= MAX_VERSIONS_LIMIT:
             raise Invalid(f"max_versions must be an integer from 0 to {MAX_VERSIONS_LIMIT}")
@@ -281,12 +286,12 @@ class KvV2:
                 )
             merged = {**json.loads(s.custom_metadata), **custom} if patch else dict(custom)
             custom_text = json.dumps({k: v for k, v in merged.items() if v is not None}, sort_keys=True)
-        s = KvSettingsRow(max_versions, int(cas_required), after, custom_text, s.oldest_version)
+        s = KvSettingsRow(max_versions, int(cas_required), after, custom_text, s.oldest_version, s.metadata_version + 1)
         keep = max_versions or DEFAULT_MAX_VERSIONS
         if dep.latest_version - max(s.oldest_version, 1) + 1 > keep:
             oldest = dep.latest_version - keep + 1
             repo.delete_versions_below(ctx.tx, dep.id, oldest)
-            s = KvSettingsRow(s.max_versions, s.cas_required, s.delete_version_after, s.custom_metadata, oldest)
+            s = dataclasses.replace(s, oldest_version=oldest)
         repo.set_kv_settings(ctx.tx, dep.id, s)
         ctx.audit.append(ctx.client.id, "vault.kv.metadata-write", target, "ok")
 

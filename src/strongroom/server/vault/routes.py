@@ -6,17 +6,20 @@ capability is None decides it in its handler (KV writes need "create" for a new 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from typing import TYPE_CHECKING, Any
 
 from strongroom.server import repository as repo
-from strongroom.server.errors import Refused
+from strongroom.server.errors import Refused, StorageUnavailable
+from strongroom.server.service import Service
 from strongroom.server.vault import policy as pol
 from strongroom.server.vault import transit
 from strongroom.server.vault.errors import Invalid, Missing, PermissionDenied
 from strongroom.server.vault.http import Call, Plain
 from strongroom.server.vault.kv import MOUNT, KvV2
+from strongroom.server.vault.tokens import iso
 
 if TYPE_CHECKING:
     from strongroom.server.vault.http import VaultFront
@@ -64,11 +67,11 @@ def _health(p: Plain) -> tuple[int, dict[str, Any]]:
         "initialized": True,
         "sealed": sealed,
         "standby": False,
-        "performance_standby": False,
         "replication_performance_mode": "disabled",
         "replication_dr_mode": "disabled",
         "server_time_utc": int(time.time()),
         "version": VERSION,
+        **_cluster(p.service),
     }
 
     def code(name: str, default: int) -> int:
@@ -92,11 +95,31 @@ def _seal_status(p: Plain) -> tuple[int, dict[str, Any]]:
         "n": 1,
         "progress": 0,
         "nonce": "",
-        "version": VERSION,
-        "migration": False,
         "recovery_seal": False,
+        "version": VERSION,
+        "commit_date": "",
+        "migration": False,
+        **_cluster(p.service),
         "storage_type": p.service.store.engine.dialect.name,
     }
+
+
+_CLUSTER: dict[int, dict[str, str]] = {}
+
+
+def _cluster(service: Service) -> dict[str, str]:
+    """A stable name and id for the deployment: from its seal parameters (a random salt, not a secret)."""
+    got = _CLUSTER.get(id(service))
+    if got is None:
+        try:
+            with service.store.snapshot() as tx:
+                seed = repo.get_meta(tx, "seal_params") or ""
+        except StorageUnavailable:
+            return {"cluster_name": "strongroom", "cluster_id": ""}  # asked again next time
+        digest = hashlib.sha256(b"strongroom cluster id v1\0" + seed.encode()).hexdigest()
+        ident = f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+        got = _CLUSTER[id(service)] = {"cluster_name": f"strongroom-{digest[:8]}", "cluster_id": ident}
+    return got
 
 
 def _ui_mount(c: Call) -> dict[str, Any]:
@@ -126,22 +149,40 @@ def _ui_mounts(c: Call) -> dict[str, Any]:
 
 
 def _sys_mounts(c: Call) -> dict[str, Any]:
+    c.flatten = True
     return _mounts()
 
 
 def _policy_names(c: Call) -> dict[str, Any]:
     names = sorted({"default", "root", *repo.policy_names(c.ctx.tx)})
     c.ctx.audit.append(c.ctx.client.id, "vault.policy.list", c.path, "ok")
-    return {"keys": names, "policies": names}
+    if c.path.startswith("sys/policy"):  # the legacy route answers both keys, flattened
+        c.flatten = True
+        return {"keys": names, "policies": names}
+    return {"keys": names}
 
 
 def _policy_read(c: Call) -> dict[str, Any]:
     name = c.params["name"]
-    body = pol.DEFAULT_POLICY if name == "default" else "" if name == "root" else repo.policy_body(c.ctx.tx, name)
-    c.ctx.audit.append(c.ctx.client.id, "vault.policy.read", c.path, "ok" if body is not None else "denied")
-    if body is None:
+    if name in pol.RESERVED:
+        found: tuple[str, float, int] | None = (pol.DEFAULT_POLICY if name == "default" else "", 0.0, 1)
+    else:
+        found = repo.policy(c.ctx.tx, name)
+    c.ctx.audit.append(c.ctx.client.id, "vault.policy.read", c.path, "ok" if found is not None else "denied")
+    if found is None:
         raise Refused(Missing())
-    return {"name": name, "rules": body, "policy": body}
+    text, modified, version = found
+    legacy = c.path.startswith("sys/policy/")
+    c.flatten = legacy
+    return {
+        "allow_slashes_in_identity_templates": False,
+        "allow_wildcards_in_identity_templates": False,
+        "cas_required": False,
+        "modified": iso(modified),
+        "name": name,
+        "rules" if legacy else "policy": text,
+        "version": version,
+    }
 
 
 def _admin(c: Call) -> None:
@@ -190,6 +231,7 @@ def _capabilities_self(c: Call) -> dict[str, Any]:
         out[p] = caps
     if len(paths) == 1:
         out["capabilities"] = out[paths[0]]
+    c.flatten = True
     return out
 
 
@@ -298,7 +340,7 @@ def _kv(add: Any, kv: KvV2) -> None:
         kv.delete_metadata(c.ctx, c.params["path"])
 
     def config(c: Call) -> Any:
-        return {"cas_required": False, "delete_version_after": "0s", "max_versions": 0}
+        return {"cas_required": False, "delete_version_after": "0s", "max_versions": 0, "metadata_cas_required": False}
 
     m = MOUNT
     add("GET", f"{m}/config", config, "read")

@@ -73,6 +73,8 @@ class Tokens:
             reason = "unknown token"
         elif row.expires is not None and now >= row.expires:
             reason = "token expired"
+        elif row.parent is not None and not self._parent_alive(tx, row.parent, now):
+            reason = "parent token expired"
         client = repo.client(tx, row.client_id) if row is not None else None
         if row is not None and reason is None and (client is None or client.status != "active"):
             reason = f"client is {client.status if client else 'gone'}"
@@ -85,6 +87,18 @@ class Tokens:
             else:
                 repo.use_token(tx, row.accessor)
         return Caller(client, row, self.acl(tx, json.loads(row.policies)))
+
+    def _parent_alive(self, tx: Tx, accessor: str | None, now: float) -> bool:
+        """A child dies with its parent: when the parent is revoked (its row is gone with its
+        children) or expires (checked here, up the chain)."""
+        for _depth in range(64):
+            if accessor is None:
+                return True
+            parent = repo.token_by_accessor(tx, accessor)
+            if parent is None or parent.expires is not None and now >= parent.expires:
+                return False
+            accessor = parent.parent
+        return False
 
     def acl(self, tx: Tx, names: list[str]) -> pol.Acl:
         if "root" in names:
@@ -123,8 +137,6 @@ class Tokens:
         ttl = durations.seconds(params.get("ttl", ""), "ttl") or DEFAULT_TTL
         explicit = durations.seconds(params.get("explicit_max_ttl", ""), "explicit_max_ttl")
         max_expires = now + min(explicit or MAX_TTL, MAX_TTL)
-        if parent is not None and parent.token.expires is not None:
-            max_expires = min(max_expires, parent.token.expires)  # a child never outlives its parent
         expires = min(now + min(ttl, MAX_TTL), max_expires)
         uses = params.get("num_uses", 0)
         if not isinstance(uses, int) or isinstance(uses, bool) or not 0 <= uses <= 2**31 - 1:
