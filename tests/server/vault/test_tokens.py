@@ -72,7 +72,13 @@ def test_children_are_no_wider_than_their_parent(vault: Vault) -> None:
     wider = vault.call("POST", "auth/token/create", reader, {"policies": ["root"]})
     assert wider.status == 400 and "subset" in wider.body["errors"][0]
     child = vault.call("POST", "auth/token/create", reader, {"policies": ["reader"], "ttl": "5h"})
-    assert child.status == 200 and child.body["auth"]["lease_duration"] == 3600  # never outlives the parent
+    assert child.status == 200 and child.body["auth"]["lease_duration"] == 5 * 3600  # as OpenBao reports it
+    child_token = child.body["auth"]["client_token"]
+    vault.host.clock.now = START + 3599
+    assert vault.call("GET", "secret/data/x", child_token).status == 404  # allowed, nothing there
+    vault.host.clock.now = START + 3600  # the parent expires: the child dies with it
+    assert vault.call("GET", "secret/data/x", child_token).status == 403
+    vault.host.clock.now = START
     assert vault.call("POST", "auth/token/create", reader, {"policies": ["nope"]}).status == 400
 
 
