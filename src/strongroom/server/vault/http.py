@@ -85,6 +85,8 @@ class VaultRoute:
     capability: str | None  # checked before the handler; None: the handler decides
     authenticated: bool = True
     signed: bool = False  # authenticated by the client's request signature, not a token
+    template: str = ""  # the path as written in the table, for the OpenAPI description
+    body: dict[str, Any] | None = None  # the body's fields as JSON Schema (openapi.py; not enforced here)
 
 
 @dataclass
@@ -135,7 +137,7 @@ class VaultFront:
         """``path`` with ``{name}`` for one segment and ``{path*}`` for the rest (may be empty)."""
         regex = re.escape(path).replace(r"\{path\*\}", r"(?P<path>.*)")
         regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", regex)
-        self.routes.append(VaultRoute(method, re.compile(f"^{regex}$"), handler, capability, **kw))
+        self.routes.append(VaultRoute(method, re.compile(f"^{regex}$"), handler, capability, template=path, **kw))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope["path"].startswith(PREFIXES):
@@ -185,8 +187,8 @@ class VaultFront:
         if raw.strip():
             try:
                 parsed = json.loads(raw)
-            except (ValueError, UnicodeDecodeError):
-                raise Invalid("failed to parse JSON input: the body is not valid JSON") from None
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                raise Invalid("failed to parse JSON input: the body is not valid JSON (or nested too deeply)") from None
             if parsed is None:
                 parsed = {}  # `bao write -f` sends null for "no data"
             if not isinstance(parsed, dict):

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from strongroom.server import repository as repo
 from strongroom.server.errors import Refused, StorageUnavailable
 from strongroom.server.service import Service
+from strongroom.server.vault import openapi, transit
 from strongroom.server.vault import policy as pol
-from strongroom.server.vault import transit
 from strongroom.server.vault.errors import Invalid, Missing, PermissionDenied
 from strongroom.server.vault.http import Call, Plain
 from strongroom.server.vault.kv import MOUNT, KvV2
@@ -34,6 +34,25 @@ def register(front: VaultFront) -> None:
     _tokens(add)
     _kv(add, kv)
     transit.register(add, front.service)
+    _SPEC[:] = [openapi.describe(front.routes)]
+
+
+# JSON Schema of the bodies, for the OpenAPI description (openapi.py) that the fuzz tests use.
+STR: dict[str, Any] = {"type": "string"}
+INT: dict[str, Any] = {"type": "integer"}
+BOOL: dict[str, Any] = {"type": "boolean"}
+OBJ: dict[str, Any] = {"type": "object"}
+STRS: dict[str, Any] = {"type": "array", "items": STR}
+TOKEN_PARAMS = {
+    "policies": STRS,
+    "ttl": STR,
+    "explicit_max_ttl": STR,
+    "num_uses": INT,
+    "renewable": BOOL,
+    "display_name": STR,
+    "meta": OBJ,
+    "no_default_policy": BOOL,
+}
 
 
 # -- sys ---------------------------------------------------------------------------------------
@@ -235,6 +254,13 @@ def _capabilities_self(c: Call) -> dict[str, Any]:
     return out
 
 
+_SPEC: list[dict[str, Any]] = []
+
+
+def _openapi(p: Plain) -> tuple[int, dict[str, Any]]:
+    return 200, _SPEC[0]
+
+
 def _sys(add: Any) -> None:
     add("GET", "sys/health", _health, None, authenticated=False)
     add("GET", "sys/seal-status", _seal_status, None, authenticated=False)
@@ -245,9 +271,10 @@ def _sys(add: Any) -> None:
         add("GET", base, _policy_names, "read")
         add("LIST", base, _policy_names, "list")
         add("GET", base + "/{name}", _policy_read, "read")
-        add("POST", base + "/{name}", _policy_write, "update")
+        add("POST", base + "/{name}", _policy_write, "update", body={"policy": STR})
         add("DELETE", base + "/{name}", _policy_delete, "delete")
-    add("POST", "sys/capabilities-self", _capabilities_self, None)
+    add("GET", "sys/internal/specs/openapi", _openapi, None, authenticated=False)
+    add("POST", "sys/capabilities-self", _capabilities_self, None, body={"paths": STRS})
 
 
 # -- tokens ------------------------------------------------------------------------------------
@@ -283,11 +310,11 @@ def _revoke_self(c: Call) -> None:
 
 
 def _tokens(add: Any) -> None:
-    add("POST", "auth/strongroom/login", _login, None, signed=True)
-    add("POST", "auth/token/create", _create, "update")
+    add("POST", "auth/strongroom/login", _login, None, signed=True, body=TOKEN_PARAMS)
+    add("POST", "auth/token/create", _create, "update", body=TOKEN_PARAMS)
     add("GET", "auth/token/lookup-self", _lookup_self, "read")
     add("POST", "auth/token/lookup-self", _lookup_self, "read")
-    add("POST", "auth/token/renew-self", _renew_self, "update")
+    add("POST", "auth/token/renew-self", _renew_self, "update", body={"increment": STR})
     add("POST", "auth/token/revoke-self", _revoke_self, "update")
 
 
@@ -343,17 +370,20 @@ def _kv(add: Any, kv: KvV2) -> None:
         return {"cas_required": False, "delete_version_after": "0s", "max_versions": 0, "metadata_cas_required": False}
 
     m = MOUNT
+    data = {"data": OBJ, "options": {"type": "object", "properties": {"cas": INT}}}
+    versions_body = {"versions": {"type": "array", "items": INT}}
+    meta = {"max_versions": INT, "cas_required": BOOL, "delete_version_after": STR, "custom_metadata": OBJ}
     add("GET", f"{m}/config", config, "read")
     add("GET", f"{m}/data/{{path*}}", read, "read")
-    add("POST", f"{m}/data/{{path*}}", write, None)
-    add("PATCH", f"{m}/data/{{path*}}", patch, "patch")
+    add("POST", f"{m}/data/{{path*}}", write, None, body=data)
+    add("PATCH", f"{m}/data/{{path*}}", patch, "patch", body=data)
     add("DELETE", f"{m}/data/{{path*}}", delete, "delete")
-    add("POST", f"{m}/delete/{{path*}}", versions("delete"), "update")
-    add("POST", f"{m}/undelete/{{path*}}", versions("undelete"), "update")
-    add("POST", f"{m}/destroy/{{path*}}", versions("destroy"), "update")
+    add("POST", f"{m}/delete/{{path*}}", versions("delete"), "update", body=versions_body)
+    add("POST", f"{m}/undelete/{{path*}}", versions("undelete"), "update", body=versions_body)
+    add("POST", f"{m}/destroy/{{path*}}", versions("destroy"), "update", body=versions_body)
     add("LIST", f"{m}/metadata/{{path*}}", listing, "list")
     add("LIST", f"{m}/metadata", listing, "list")
     add("GET", f"{m}/metadata/{{path*}}", metadata, "read")
-    add("POST", f"{m}/metadata/{{path*}}", write_metadata, None)
-    add("PATCH", f"{m}/metadata/{{path*}}", patch_metadata, "patch")
+    add("POST", f"{m}/metadata/{{path*}}", write_metadata, None, body=meta)
+    add("PATCH", f"{m}/metadata/{{path*}}", patch_metadata, "patch", body=meta)
     add("DELETE", f"{m}/metadata/{{path*}}", delete_metadata, "delete")

@@ -493,24 +493,50 @@ def _as_invalid(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return run
 
 
+_S: dict[str, Any] = {"type": "string"}
+_I: dict[str, Any] = {"type": "integer"}
+_B: dict[str, Any] = {"type": "boolean"}
+
+
+def _with_batch(fields: dict[str, Any], item: dict[str, Any]) -> dict[str, Any]:
+    """A body's JSON Schema: its fields, and batch_input items of ``item``'s fields."""
+    batch = {"type": "array", "items": {"type": "object", "properties": {**item, "reference": _S}}}
+    return {**fields, **item, "batch_input": batch}
+
+
 def register(add: Any, service: Service) -> None:
     t = Transit(service)
-    add("POST", "transit/keys/{name}", t.write_key, None)
+    key_body = {"type": _S, "derived": _B, "exportable": _B, "convergent_encryption": _B, "auto_rotate_period": _S}
+    config_body = {
+        "min_decryption_version": _I,
+        "min_encryption_version": _I,
+        "deletion_allowed": _B,
+        "auto_rotate_period": _S,
+        "exportable": _B,
+    }
+    enc = _with_batch({"key_version": _I, "type": _S}, {"plaintext": _S, "context": _S, "associated_data": _S})
+    dec = _with_batch({}, {"ciphertext": _S, "context": _S, "associated_data": _S})
+    rewrap = _with_batch({"key_version": _I}, {"ciphertext": _S, "context": _S})
+    mac = _with_batch({"key_version": _I, "algorithm": _S}, {"input": _S})
+    sign = _with_batch({"key_version": _I}, {"input": _S, "context": _S})
+    verify = _with_batch({"algorithm": _S}, {"input": _S, "hmac": _S, "signature": _S, "context": _S})
+    random = {"bytes": _I, "format": _S, "source": _S}
+    add("POST", "transit/keys/{name}", t.write_key, None, body=key_body)
     add("GET", "transit/keys/{name}", t.read_key, "read")
     add("DELETE", "transit/keys/{name}", t.delete_key, "delete")
     add("LIST", "transit/keys", t.list_keys, "list")
-    add("POST", "transit/keys/{name}/config", t.config, "update")
+    add("POST", "transit/keys/{name}/config", t.config, "update", body=config_body)
     add("POST", "transit/keys/{name}/rotate", t.rotate, "update")
-    add("POST", "transit/encrypt/{name}", t.encrypt, None)
-    add("POST", "transit/decrypt/{name}", t.decrypt, "update")
-    add("POST", "transit/rewrap/{name}", t.rewrap, "update")
-    add("POST", "transit/datakey/{kind}/{name}", t.datakey, "update")
-    add("POST", "transit/random", t.random, "update")
-    add("POST", "transit/random/{bytes}", t.random, "update")
-    add("POST", "transit/random/{source}/{bytes}", t.random, "update")
-    add("POST", "transit/hmac/{name}", t.hmac, "update")
-    add("POST", "transit/hmac/{name}/{algorithm}", t.hmac, "update")
-    add("POST", "transit/sign/{name}", t.sign, "update")
-    add("POST", "transit/sign/{name}/{algorithm}", t.sign, "update")
-    add("POST", "transit/verify/{name}", t.verify, "update")
-    add("POST", "transit/verify/{name}/{algorithm}", t.verify, "update")
+    add("POST", "transit/encrypt/{name}", t.encrypt, None, body=enc)
+    add("POST", "transit/decrypt/{name}", t.decrypt, "update", body=dec)
+    add("POST", "transit/rewrap/{name}", t.rewrap, "update", body=rewrap)
+    add("POST", "transit/datakey/{kind}/{name}", t.datakey, "update", body={"bits": _I, "context": _S, "key_version": _I})
+    add("POST", "transit/random", t.random, "update", body=random)
+    add("POST", "transit/random/{bytes}", t.random, "update", body=random)
+    add("POST", "transit/random/{source}/{bytes}", t.random, "update", body=random)
+    add("POST", "transit/hmac/{name}", t.hmac, "update", body=mac)
+    add("POST", "transit/hmac/{name}/{algorithm}", t.hmac, "update", body=mac)
+    add("POST", "transit/sign/{name}", t.sign, "update", body=sign)
+    add("POST", "transit/sign/{name}/{algorithm}", t.sign, "update", body=sign)
+    add("POST", "transit/verify/{name}", t.verify, "update", body=verify)
+    add("POST", "transit/verify/{name}/{algorithm}", t.verify, "update", body=verify)
