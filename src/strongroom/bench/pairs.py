@@ -19,6 +19,7 @@ TITLES = {
     "keyserver": "Key server (bench/keyserver_pair.py): request rate after / before, and server CPU per request",
     "fs_small": "Filesystem, small files (bench/fs_small_pair.py): time and daemon CPU, after / before",
     "fs_big": "Filesystem, big files (bench/fs_big_pair.py): time and daemon CPU, after / before",
+    "vault": "Vault-compatible API vs OpenBao (bench/vault_pair.py): Strongroom's rate / OpenBao's, p99",
 }
 
 
@@ -29,15 +30,19 @@ def commit_of(src: str | None) -> str:
     return r.stdout.strip()[:100] if r.returncode == 0 and r.stdout.strip() else "?"
 
 
-def save(path: Path, kind: str, rounds: int, bases: list[str], rows: list[dict[str, Any]]) -> None:
-    """Write one run: ``rows`` are {"base": src, "phase": name, <metric>: paired median ratio, ...}."""
+def save(
+    path: Path, kind: str, rounds: int, bases: list[str], rows: list[dict[str, Any]], others: dict[str, str] | None = None
+) -> None:
+    """Write one run: ``rows`` are {"base": src, "phase": name, <metric>: paired median ratio, ...};
+    ``bases`` are other builds' sources (named by their commits), ``others`` other systems (a
+    row's "base" -> what it is)."""
     data = {
         "kind": kind,
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
         "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": machine_facts(),
         "this": commit_of(None),
-        "bases": {b: commit_of(b) for b in bases},
+        "bases": {**{b: commit_of(b) for b in bases}, **(others or {})},
         "rounds": rounds,
         "rows": rows,
     }

@@ -74,7 +74,12 @@ def policy_write(
 @admin_options
 @json_option
 def policy_read(name: str, data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
-    """Print a policy's text."""
+    """Print a policy's text.
+
+    \b
+    Example:
+      strongroom policy read app --data /var/lib/strongroom
+    """
     with open_client(profile, servers, data_dir, admin=True) as c:
         text = c.read_acl_policy(name)
     emit({"name": name, "policy": text}, as_json, lambda o: click.echo(text.rstrip("\n")))
@@ -84,7 +89,12 @@ def policy_read(name: str, data_dir: Path | None, profile: Path | None, servers:
 @admin_options
 @json_option
 def policy_list(data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
-    """List the policies (root and default are built in)."""
+    """List the policies (root and default are built in).
+
+    \b
+    Example:
+      strongroom policy list --data /var/lib/strongroom --json
+    """
     with open_client(profile, servers, data_dir, admin=True) as c:
         names = c.list_acl_policies()
     emit(names, as_json, lambda rows: click.echo("\n".join(rows)))
@@ -95,7 +105,12 @@ def policy_list(data_dir: Path | None, profile: Path | None, servers: tuple[str,
 @admin_options
 @json_option
 def policy_delete(name: str, data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
-    """Delete a policy; tokens that name it lose what it allowed at their next request."""
+    """Delete a policy; tokens that name it lose what it allowed at their next request.
+
+    \b
+    Example:
+      strongroom policy delete app --data /var/lib/strongroom
+    """
     if name in ("root", "default"):
         raise CliError(f"{name} is built in and cannot be deleted")
     with open_client(profile, servers, data_dir, admin=True) as c:
