@@ -76,8 +76,16 @@ def test_errors_cross_the_channel_by_kind_without_internal_messages() -> None:
     with pytest.raises(WriterInternalError) as e:
         raise_reply(reply)
     assert "s3cr3t" not in str(e.value)
-    with pytest.raises(WriterInternalError):
-        raise_reply(("api", "SystemExit", "not an API error class"))
+    # A name that is not one of the API's error classes never picks a class: it is an ApiError
+    # with the status and code sent (the Vault API's own errors cross this way).
+    with pytest.raises(errors.ApiError) as api:
+        raise_reply(("api", "SystemExit", "not an API error class", 403, "denied"))
+    assert type(api.value) is errors.ApiError and (api.value.status, api.value.code) == (403, "denied")
+    from strongroom.server.vault.errors import PermissionDenied
+
+    with pytest.raises(errors.ApiError) as denied:
+        raise_reply(error_reply(PermissionDenied()))
+    assert (denied.value.status, denied.value.message) == (403, "permission denied")
 
 
 # -- the process -------------------------------------------------------------------------------------

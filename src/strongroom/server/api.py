@@ -35,8 +35,9 @@ from strongroom.server.routes import (
     RegisterRequest,
     UnsealRequest,
 )
-from strongroom.server.service import Service, SignedRequest
-from strongroom.server.vault.http import VaultFront
+from strongroom.server.service import Checked, Service, SignedRequest
+from strongroom.server.vault.http import Outcome, VaultFront, Wire
+from strongroom.server.writer import NOT_SIGNED
 from strongroom.server.writerlink import WriterLink
 
 log = logging.getLogger("strongroom.server.api")
@@ -398,5 +399,9 @@ def create_app(service: Service, link: WriterLink, agent: NodeAgent | None = Non
     # the hot routes skip FastAPI's own layers (error, telemetry and body-limit middleware), each
     # of which wrapped every response message.
     front = HotPath(app, service=service, routes=hot_routes, error=_error, link=link)
-    vault = VaultFront(front, service=service, limit=limit)
+    async def in_writer(raw_path: str, wire: Wire, checked: Checked | None) -> Outcome:
+        out: Outcome = await link.call("vault", raw_path, checked or NOT_SIGNED, wire)
+        return out
+
+    vault = VaultFront(front, service=service, limit=limit, run=in_writer)
     return MetricsMiddleware(BodyLimit(vault, limit=limit), metrics=metrics)

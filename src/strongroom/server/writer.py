@@ -42,6 +42,7 @@ SEALED_TICK_SECONDS = 0.05
 SEND_TIMEOUT = 10.0
 _API_ERRORS: dict[str, type[errors.ApiError]] = {c.__name__: c for c in errors.ApiError.__subclasses__()}
 _API_ERRORS["ApiError"] = errors.ApiError
+NOT_SIGNED = ("", "", 0)  # the ``checked`` of a request that carries no signature (a Vault token's)
 
 
 def frame(obj: Any) -> bytes:
@@ -79,22 +80,26 @@ def frame_limit(deposit_limit: int) -> int:
     return deposit_limit + (1 << 20)
 
 
-def error_reply(e: BaseException) -> tuple[str, str, str]:
+def error_reply(e: BaseException) -> tuple[str, str, str, int, str]:
     if isinstance(e, errors.ApiError):
-        return ("api", type(e).__name__, e.message)
-    return ("internal", type(e).__name__, "")  # never the message: it could carry request content
+        return ("api", type(e).__name__, e.message, e.status, e.code)
+    return ("internal", type(e).__name__, "", 500, "internal")  # never the message: it could carry request content
 
 
 class WriterInternalError(Exception):
     """The writer hit an unexpected error; the worker answers 500 without details."""
 
 
-def raise_reply(payload: tuple[str, str, str]) -> None:
-    kind, name, message = payload
-    cls = _API_ERRORS.get(name) if kind == "api" else None
+def raise_reply(payload: tuple[str, str, str, int, str]) -> None:
+    kind, name, message, status, code = payload
+    if kind != "api":
+        raise WriterInternalError(name)
+    cls = _API_ERRORS.get(name)
     if cls is not None:
         raise cls(message)
-    raise WriterInternalError(name)
+    e = errors.ApiError(message)  # an error class of a layer above (the Vault API's): by its status
+    e.status, e.code = status, code
+    raise e
 
 
 def peer_uid(conn: socket.socket) -> int:
@@ -117,6 +122,9 @@ class Writer:
             with self.store.exclusive() as tx:
                 self.barrier.unseal(tx, unseal_key, int(repo.get_meta(tx, "seal_epoch") or "1"))
         self.service = Service(self.store, self.barrier, data, config)
+        from strongroom.server.vault.http import VaultEngine
+
+        self.vault = VaultEngine(self.service)
         self.agent = NodeAgent(self.store, self.barrier, data.node_key())
         self.limit = frame_limit(config.deposit_limit)
         self.stopping = False
@@ -208,8 +216,12 @@ class Writer:
                 fut.set_result({"batches": s.batches, "actions": s.actions, "seconds": s.seconds})
             else:
                 try:
-                    batch.append((self.service.hot_action(op, raw_path, tuple(checked), tuple(args)), fut))
-                except (ValueError, TypeError) as e:
+                    if op == "vault":
+                        signed = tuple(checked) if tuple(checked) != NOT_SIGNED else None
+                        batch.append((self.vault.action(raw_path, args, signed), fut))  # type: ignore[arg-type]
+                    else:
+                        batch.append((self.service.hot_action(op, raw_path, tuple(checked), tuple(args)), fut))
+                except (ValueError, TypeError, errors.ApiError) as e:
                     fut.set_exception(e)
             answers.append((conn, rid, fut))
         if batch:

@@ -10,7 +10,8 @@ from typing import Any
 
 import httpx
 
-from strongroom.server.vault.http import VaultFront
+from strongroom.server.service import Checked
+from strongroom.server.vault.http import Outcome, VaultEngine, VaultFront, Wire
 from tests.server.test_clock import Host
 
 
@@ -32,7 +33,13 @@ class Reply:
 class Vault:
     def __init__(self, host: Host) -> None:
         self.host = host
-        self.front = VaultFront(_not_vault, host.service, limit=1 << 20)
+        engine = VaultEngine(host.service)  # the writer process's part, here in-process
+
+        async def run(raw_path: str, wire: Wire, checked: Checked | None) -> Outcome:
+            out: Outcome = await asyncio.wrap_future(host.service.submit(engine.action(raw_path, wire, checked)))
+            return out
+
+        self.front = VaultFront(_not_vault, host.service, limit=1 << 20, run=run)
 
     def call(self, method: str, path: str, token: str | None = None, body: Any = None, signed: bool = False) -> Reply:
         content = json.dumps(body).encode() if body is not None else b""

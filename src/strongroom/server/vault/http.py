@@ -1,19 +1,21 @@
-"""The Vault-compatible HTTP surface in plain ASGI: Vault's paths, its LIST verb, its token
-headers, its envelopes and error shapes.  Requests to any other path go on to the deposit API.
+"""The Vault-compatible HTTP surface: Vault's paths, its LIST verb, its token headers, its
+envelopes and error shapes.  Requests to any other path go on to the deposit API.
 
-Each route names the capability it needs on its logical path (the path after ``/v1/``); the
-handler runs inside one group-commit action (committer.py), where the token is checked, the
-capability decided by the token's policies, the work done and the audit entry appended, all in
-the transaction that commits before the answer leaves."""
+Two halves, as the deposit API's hot routes: ``VaultFront`` (ASGI, in each worker) reads the
+request, parses its JSON, finds its route, checks a login's signature and answers the routes that
+need no token; ``VaultEngine`` (in the writer process, server/writer.py) runs the rest, each as
+one action of the writer's group commit: the token checked, the capability decided by its
+policies, the work done and the audit entry appended in the transaction that commits before the
+answer leaves.  Between them travels plain data: the request as ``(method, path, query, body,
+token)`` and the outcome as ``(status, data, auth, warnings, flatten)``."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
@@ -21,8 +23,8 @@ from urllib.parse import parse_qsl
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from strongroom.server.audit import AuditWriter
-from strongroom.server.errors import ApiError, Refused, Sealed, TooLarge, Unavailable
-from strongroom.server.service import Ctx, Service, SignedRequest
+from strongroom.server.errors import ApiError, Refused, TooLarge
+from strongroom.server.service import Checked, Ctx, Service, SignedRequest
 from strongroom.server.storage import Tx
 from strongroom.server.vault import policy as pol
 from strongroom.server.vault.errors import Invalid, Missing, PermissionDenied, errors_of
@@ -31,8 +33,10 @@ from strongroom.server.vault.tokens import Caller, Tokens
 log = logging.getLogger("strongroom.server.vault")
 
 PREFIXES = ("/v1/sys/", "/v1/secret/", "/v1/transit/", "/v1/auth/token/", "/v1/auth/strongroom/")
-REQUEST_TIMEOUT = 30.0
-VERSION = "strongroom-1 (Vault API subset)"
+Wire = tuple[str, str, dict[str, str], dict[str, Any], str]  # method, path, query, body, token
+Outcome = tuple[int, Any, dict[str, Any] | None, list[str] | None, bool]  # status, data, auth, warnings, flatten
+# Runs a request's action where the group commit is (the writer process); None for an unsigned one.
+Runner = Callable[[str, Wire, Checked | None], Awaitable[Outcome]]
 
 
 @dataclass
@@ -120,13 +124,11 @@ class MethodNotAllowed(ApiError):
         super().__init__("unsupported operation")
 
 
-class VaultFront:
-    """ASGI: Vault's paths here, every other path to ``app``."""
+class VaultEngine:
+    """The route table and what runs each route inside a transaction."""
 
-    def __init__(self, app: ASGIApp, service: Service, limit: int) -> None:
-        self.app = app
+    def __init__(self, service: Service) -> None:
         self.service = service
-        self.limit = limit
         self.tokens = Tokens(clock=lambda: service.clock())
         self.routes: list[VaultRoute] = []
         from strongroom.server.vault import routes  # the table refers back to Call and envelope
@@ -139,6 +141,56 @@ class VaultFront:
         regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", regex)
         self.routes.append(VaultRoute(method, re.compile(f"^{regex}$"), handler, capability, template=path, **kw))
 
+    def match(self, method: str, path: str) -> tuple[VaultRoute, dict[str, str]]:
+        allowed = False
+        for route in self.routes:
+            m = route.pattern.match(path)
+            if m is None:
+                continue
+            if route.method == method:
+                return route, {k: v for k, v in m.groupdict().items() if v is not None}
+            allowed = True
+        if allowed:
+            raise MethodNotAllowed()
+        raise Missing()
+
+    def action(self, raw_path: str, wire: Wire, checked: Checked | None) -> Callable[[Tx, AuditWriter], Outcome]:
+        """The group-commit action for one request (``checked``: a login's checked signature)."""
+        method, path, query, body, token = wire
+        route, params = self.match(method, path)
+
+        def act(ctx: Ctx, caller: Caller) -> Outcome:
+            call = Call(ctx, caller, path, params, query, body, token, self.tokens, self.service)
+            if route.capability is not None:
+                call.require(route.capability)
+            out = route.handler(call)
+            if out is None and call.auth is None:
+                return 204, None, None, None, False
+            return call.status, out, call.auth, call.warnings, call.flatten
+
+        if route.signed:
+            if checked is None:
+                raise PermissionDenied()
+            return self.service.signed_action(raw_path, checked, lambda ctx: act(ctx, _self_caller(ctx)))
+
+        def run(tx: Tx, aw: AuditWriter) -> Outcome:
+            caller = self.tokens.caller(tx, aw, token, path)
+            return act(Ctx(tx, caller.client, aw), caller)
+
+        return run
+
+
+class VaultFront:
+    """ASGI: Vault's paths here, every other path to ``app``; ``run`` carries each request's
+    action to the group commit (the writer process)."""
+
+    def __init__(self, app: ASGIApp, service: Service, limit: int, run: Runner) -> None:
+        self.app = app
+        self.service = service
+        self.limit = limit
+        self.run = run
+        self.engine = VaultEngine(service)  # for matching here; the writer's own runs the actions
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not scope["path"].startswith(PREFIXES):
             await self.app(scope, receive, send)
@@ -146,8 +198,7 @@ class VaultFront:
         try:
             answer = await self._answer(scope, receive)
         except ApiError as e:
-            status = e.status
-            answer = Answer(status, error_body(["Vault is sealed"] if isinstance(e, Sealed) else errors_of(e)))
+            answer = Answer(e.status, error_body(["Vault is sealed"] if e.code == "sealed" else errors_of(e)))
         except Exception as e:  # noqa: BLE001 - the type only: a message could carry request content
             log.error("internal error in the Vault API: %s", type(e).__name__)
             answer = Answer(500, error_body(["internal error; see the server log"]))
@@ -195,7 +246,7 @@ class VaultFront:
                 raise Invalid("failed to parse JSON input: the body must be a JSON object")
             body = parsed
         path = scope["path"][len("/v1/") :]
-        route, params = self._match(method, path)
+        route, params = self.engine.match(method, path)
         headers = dict(scope.get("headers", []))
         token = headers.get(b"x-vault-token", b"").decode("latin-1").strip()
         if not token:
@@ -203,71 +254,28 @@ class VaultFront:
             if bearer[:7].lower() == "bearer ":
                 token = bearer[7:].strip()
         if not route.authenticated:
-            return self._plain(route.handler(self._unauthenticated(path, params, query, body)))
+            status, data = route.handler(Plain(path, params, query, body, self.service))
+            return Answer(status, json.dumps(data).encode())
         if len(token) > 512:
             raise PermissionDenied()
-
-        def act(ctx: Ctx, caller: Caller | None) -> Any:
-            if caller is None:
-                caller = self.tokens.caller(ctx.tx, ctx.audit, token, path)
-            call = Call(ctx, caller, path, params, query, body, token, self.tokens, self.service)
-            if route.capability is not None:
-                call.require(route.capability)
-            out = route.handler(call)
-            return call, out
-
-        if route.signed:
+        raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+        checked = None
+        if route.signed:  # the signature is CPU work that needs no lock: checked here
             req = SignedRequest(
                 method=scope["method"],
-                raw_path=(scope.get("raw_path") or scope["path"].encode()).decode("latin-1"),
+                raw_path=raw_path,
                 raw_query=scope.get("query_string", b"").decode("latin-1"),
                 body=raw,
                 headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers.items()},
             )
-            fut = self.service.signed_future(req, lambda ctx: act(ctx, _self_caller(ctx)))
-        else:
-
-            def run(tx: Tx, aw: AuditWriter) -> Any:
-                # The token says who the client is; Ctx needs it before act() checks the token.
-                caller = self.tokens.caller(tx, aw, token, path)
-                return act(Ctx(tx, caller.client, aw), caller)
-
-            fut = self.service.submit(run)
-        try:
-            call, out = await asyncio.wait_for(asyncio.wrap_future(fut), REQUEST_TIMEOUT)
-        except TimeoutError:
-            raise Unavailable("the database did not answer in time; retry later") from None
-        return self._render(call, out)
-
-    def _match(self, method: str, path: str) -> tuple[VaultRoute, dict[str, str]]:
-        allowed = False
-        for route in self.routes:
-            m = route.pattern.match(path)
-            if m is None:
-                continue
-            if route.method == method:
-                return route, {k: v for k, v in m.groupdict().items() if v is not None}
-            allowed = True
-        if allowed:
-            raise MethodNotAllowed()
-        raise Missing()
-
-    def _unauthenticated(self, path: str, params: dict[str, str], query: dict[str, str], body: dict[str, Any]) -> Plain:
-        return Plain(path, params, query, body, self.service)
-
-    @staticmethod
-    def _plain(out: tuple[int, Any]) -> Answer:
-        status, data = out
-        return Answer(status, json.dumps(data).encode())
-
-    @staticmethod
-    def _render(call: Call, out: Any) -> Answer:
-        if out is None and call.auth is None:
+            checked = self.service.verify_signature(req)
+        status, data, auth, warnings, flatten = await self.run(raw_path, (method, path, query, body, token), checked)
+        if status == 204:
             return Answer(204, None)
-        body = envelope(out, call.auth, call.warnings)
-        if call.flatten and isinstance(out, dict):
-            body = {**out, **body}
-        return Answer(call.status, json.dumps(body).encode())
+        out = envelope(data, auth, warnings)
+        if flatten and isinstance(data, dict):
+            out = {**data, **out}
+        return Answer(status, json.dumps(out).encode())
 
 
 def _self_caller(ctx: Ctx) -> Caller:

@@ -22,12 +22,12 @@ from strongroom.server.vault.kv import MOUNT, KvV2
 from strongroom.server.vault.tokens import iso
 
 if TYPE_CHECKING:
-    from strongroom.server.vault.http import VaultFront
+    from strongroom.server.vault.http import VaultEngine
 
 VERSION = "2.7.2"  # the OpenBao release whose answers this surface is tested against
 
 
-def register(front: VaultFront) -> None:
+def register(front: VaultEngine) -> None:
     kv = KvV2(front.service)
     add = front.add
     _sys(add)
