@@ -537,11 +537,6 @@ class TokenRow:
 _TOKEN_COLS = st.columns_of(TokenRow, st.vault_tokens)
 
 
-def token_by_hash(tx: Tx, token_hash: bytes) -> TokenRow | None:
-    row = tx.one(f"SELECT {_TOKEN_COLS} FROM vault_tokens WHERE token_hash = ?", token_hash)
-    return TokenRow(*row) if row is not None else None
-
-
 def token_by_accessor(tx: Tx, accessor: str) -> TokenRow | None:
     row = tx.one(f"SELECT {_TOKEN_COLS} FROM vault_tokens WHERE accessor = ?", accessor)
     return TokenRow(*row) if row is not None else None
@@ -836,3 +831,56 @@ def set_transit_version_key(tx: Tx, key_id: int, version: int, master_gen: int, 
         key_id,
         version,
     )
+
+
+_TOKEN_COLS_T = ", ".join("t." + c for c in _TOKEN_COLS.split(", "))
+_CLIENT_COLS_C = ", ".join("c." + c for c in _CLIENT_COLS.split(", "))
+
+
+def token_and_client(tx: Tx, token_hash: bytes) -> tuple[TokenRow, ClientRow | None] | None:
+    """A token and the client it acts for (None if that client is gone), in one statement: every
+    request with a token starts here."""
+    row = tx.one(
+        f"SELECT {_TOKEN_COLS_T}, {_CLIENT_COLS_C} FROM vault_tokens t LEFT JOIN clients c ON c.id = t.client_id "
+        "WHERE t.token_hash = ?",
+        token_hash,
+    )
+    if row is None:
+        return None
+    n = len(TokenRow.__dataclass_fields__)
+    c = row[n:]
+    client = ClientRow(c[0], c[1], c[2], c[3], c[4], bytes(c[5])) if c[0] is not None else None
+    return TokenRow(*row[:n]), client
+
+
+_KV_COLS_S = ", ".join("s." + c for c in _KV_COLS.split(", "))
+
+
+def kv_version_read(
+    tx: Tx, owner_id: str, name: str, version: int | None
+) -> tuple[DepositRow, KvSettingsRow, int, float | None, tuple[float | None, bool] | None] | None:
+    """What a KV read needs of one version, in one statement: (deposit, KV settings or their
+    defaults, the version, its creation time if its row is kept, its (deleted at, destroyed) if
+    KV v2 deleted or destroyed it); None for no such deposit."""
+    n_dep = len(DepositRow.__dataclass_fields__)
+    row = tx.one(
+        f"SELECT {_DEPOSIT_COLS_D}, {_KV_COLS_S}, s.deposit_id, v.created, k.deleted_at, k.destroyed "
+        "FROM deposits d LEFT JOIN kv_settings s ON s.deposit_id = d.id "
+        "LEFT JOIN deposit_versions v ON v.deposit_id = d.id AND v.version = COALESCE(?, d.latest_version) "
+        "LEFT JOIN kv_versions k ON k.deposit_id = d.id AND k.version = COALESCE(?, d.latest_version) "
+        "WHERE d.owner_id = ? AND d.name = ?",
+        version,
+        version,
+        owner_id,
+        name,
+    )
+    if row is None:
+        return None
+    dep = DepositRow(*row[:n_dep])
+    n_kv = len(KvSettingsRow.__dataclass_fields__)
+    settings_row = row[n_dep : n_dep + n_kv]
+    has_settings, created, deleted_at, destroyed = row[n_dep + n_kv :]
+    settings = KvSettingsRow(*settings_row) if has_settings is not None else KV_DEFAULTS
+    state = None if destroyed is None else (None if deleted_at is None else float(deleted_at), bool(destroyed))
+    v = version if version is not None else dep.latest_version
+    return dep, settings, v, None if created is None else float(created), state

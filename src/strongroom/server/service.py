@@ -349,15 +349,16 @@ class Service:
         data = self.retrieve(ctx, dep, v, "get", target)
         return {"name": name, "owner": dep.owner_id, "version": v, "data": data}
 
-    def retrieve(self, ctx: Ctx, dep: DepositRow, v: int, action: str, target: str) -> bytes:
+    def retrieve(self, ctx: Ctx, dep: DepositRow, v: int, action: str, target: str, kv_checked: bool = False) -> bytes:
         """Version ``v`` of a deposit the caller may see, under its policy (times, retrieval
-        count) and its KV v2 state (deleted, destroyed, pruned); every outcome audited."""
+        count) and its KV v2 state (deleted, destroyed, pruned: unless the KV API, which reads
+        that state itself, has checked it); every outcome audited."""
         tx, me = ctx.tx, ctx.client
         if v < 1 or v > dep.latest_version:
             ctx.audit.append(me.id, action, target, "denied", reason="no such version", version=v)
             raise Refused(NotFound(f"no version {v} of this deposit"))
         now = self.clock()
-        gone = repo.kv_gate(tx, dep.id, v)
+        gone = None if kv_checked else repo.kv_gate(tx, dep.id, v)
         if gone is not None:
             oldest, deleted_at, destroyed = gone
             why = (

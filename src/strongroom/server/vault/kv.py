@@ -99,15 +99,14 @@ class KvV2:
     def read(self, ctx: Ctx, path: str, version: int | None) -> tuple[int, dict[str, Any]]:
         """(status, data) of a read: 200 with the value, or 404 with its metadata when that
         version is deleted or destroyed (as Vault answers), or a bare 404."""
-        dep = self._own(ctx, path)
+        found = repo.kv_version_read(ctx.tx, ctx.client.id, check_path(path), version or None)
         target = f"{MOUNT}/data/{path}"
-        if dep is None:
+        if found is None:
             ctx.audit.append(ctx.client.id, "vault.kv.read", target, "denied", reason="not found")
             raise Refused(Missing())
-        v = version or dep.latest_version
-        s = repo.kv_settings(ctx.tx, dep.id)
-        times = repo.version_times(ctx.tx, dep.id)
-        states = repo.kv_version_states(ctx.tx, dep.id)
+        dep, s, v, created, state = found
+        times = {} if created is None else {v: created}
+        states = {} if state is None else {v: state}
         if v > dep.latest_version or v < s.oldest_version or v not in times and not states.get(v, (None, False))[1]:
             ctx.audit.append(ctx.client.id, "vault.kv.read", target, "denied", reason="no such version", version=v)
             raise Refused(Missing())
@@ -116,7 +115,7 @@ class KvV2:
         if meta["destroyed"] or deleted_at is not None and deleted_at <= self.clock():
             ctx.audit.append(ctx.client.id, "vault.kv.read", target, "denied", reason="version deleted", version=v)
             return 404, {"data": None, "metadata": meta}
-        raw = self.service.retrieve(ctx, dep, v, "vault.kv.read", target)
+        raw = self.service.retrieve(ctx, dep, v, "vault.kv.read", target, kv_checked=True)
         try:
             value = json.loads(raw)
         except ValueError:

@@ -66,7 +66,8 @@ class Tokens:
     # -- checking a request's token ------------------------------------------------------------
     def caller(self, tx: Tx, aw: AuditWriter, token: str, path: str) -> Caller:
         """The caller behind ``token``, its use counted; a refusal is audited, then PermissionDenied."""
-        row = repo.token_by_hash(tx, token_hash(token)) if token else None
+        found = repo.token_and_client(tx, token_hash(token)) if token else None
+        row, client = found if found is not None else (None, None)
         now = self.clock()
         reason = None
         if row is None:
@@ -75,7 +76,6 @@ class Tokens:
             reason = "token expired"
         elif row.parent is not None and not self._parent_alive(tx, row.parent, now):
             reason = "parent token expired"
-        client = repo.client(tx, row.client_id) if row is not None else None
         if row is not None and reason is None and (client is None or client.status != "active"):
             reason = f"client is {client.status if client else 'gone'}"
         if reason is not None or row is None or client is None:
