@@ -6,8 +6,9 @@ request, parses its JSON, finds its route, checks a login's signature and answer
 need no token; ``VaultEngine`` (in the writer process, server/writer.py) runs the rest, each as
 one action of the writer's group commit: the token checked, the capability decided by its
 policies, the work done and the audit entry appended in the transaction that commits before the
-answer leaves.  Between them travels plain data: the request as ``(method, path, query, body,
-token)`` and the outcome as ``(status, data, auth, warnings, flatten)``."""
+answer leaves.  Between them travels plain data: the request as ``Wire`` (the route found by the
+worker, as its place in the table both processes build alike) and the outcome as ``(status,
+data, auth, warnings, flatten)``."""
 
 from __future__ import annotations
 
@@ -28,12 +29,13 @@ from strongroom.server.service import Checked, Ctx, Service, SignedRequest
 from strongroom.server.storage import Tx
 from strongroom.server.vault import policy as pol
 from strongroom.server.vault.errors import Invalid, Missing, PermissionDenied, errors_of
-from strongroom.server.vault.tokens import Caller, Tokens
+from strongroom.server.vault.tokens import Caller, Tokens, token_hash
 
 log = logging.getLogger("strongroom.server.vault")
 
 PREFIXES = ("/v1/sys/", "/v1/secret/", "/v1/transit/", "/v1/auth/token/", "/v1/auth/strongroom/")
-Wire = tuple[str, str, dict[str, str], dict[str, Any], str]  # method, path, query, body, token
+# route (its place in the table), its captured parts, path, query, body, token, SHA-256 of the token
+Wire = tuple[int, dict[str, str], str, dict[str, str], dict[str, Any], str, bytes]
 Outcome = tuple[int, Any, dict[str, Any] | None, list[str] | None, bool]  # status, data, auth, warnings, flatten
 # Runs a request's action where the group commit is (the writer process); None for an unsigned one.
 Runner = Callable[[str, Wire, Checked | None], Awaitable[Outcome]]
@@ -141,14 +143,15 @@ class VaultEngine:
         regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", regex)
         self.routes.append(VaultRoute(method, re.compile(f"^{regex}$"), handler, capability, template=path, **kw))
 
-    def match(self, method: str, path: str) -> tuple[VaultRoute, dict[str, str]]:
+    def match(self, method: str, path: str) -> tuple[int, dict[str, str]]:
+        """The route's place in the table and its captured parts."""
         allowed = False
-        for route in self.routes:
+        for i, route in enumerate(self.routes):
             m = route.pattern.match(path)
             if m is None:
                 continue
             if route.method == method:
-                return route, {k: v for k, v in m.groupdict().items() if v is not None}
+                return i, {k: v for k, v in m.groupdict().items() if v is not None}
             allowed = True
         if allowed:
             raise MethodNotAllowed()
@@ -156,8 +159,8 @@ class VaultEngine:
 
     def action(self, raw_path: str, wire: Wire, checked: Checked | None) -> Callable[[Tx, AuditWriter], Outcome]:
         """The group-commit action for one request (``checked``: a login's checked signature)."""
-        method, path, query, body, token = wire
-        route, params = self.match(method, path)
+        index, params, path, query, body, token, digest = wire
+        route = self.routes[index]
 
         def act(ctx: Ctx, caller: Caller) -> Outcome:
             call = Call(ctx, caller, path, params, query, body, token, self.tokens, self.service)
@@ -174,7 +177,7 @@ class VaultEngine:
             return self.service.signed_action(raw_path, checked, lambda ctx: act(ctx, _self_caller(ctx)))
 
         def run(tx: Tx, aw: AuditWriter) -> Outcome:
-            caller = self.tokens.caller(tx, aw, token, path)
+            caller = self.tokens.caller(tx, aw, digest if token else None, path)
             return act(Ctx(tx, caller.client, aw), caller)
 
         return run
@@ -246,7 +249,8 @@ class VaultFront:
                 raise Invalid("failed to parse JSON input: the body must be a JSON object")
             body = parsed
         path = scope["path"][len("/v1/") :]
-        route, params = self.engine.match(method, path)
+        index, params = self.engine.match(method, path)
+        route = self.engine.routes[index]
         headers = dict(scope.get("headers", []))
         token = headers.get(b"x-vault-token", b"").decode("latin-1").strip()
         if not token:
@@ -269,7 +273,8 @@ class VaultFront:
                 headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers.items()},
             )
             checked = self.service.verify_signature(req)
-        status, data, auth, warnings, flatten = await self.run(raw_path, (method, path, query, body, token), checked)
+        wire = (index, params, path, query, body, token, token_hash(token))
+        status, data, auth, warnings, flatten = await self.run(raw_path, wire, checked)
         if status == 204:
             return Answer(204, None)
         out = envelope(data, auth, warnings)

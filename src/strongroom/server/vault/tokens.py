@@ -64,9 +64,10 @@ class Tokens:
         self._parsed: OrderedDict[str, tuple[pol.Rule, ...]] = OrderedDict()  # policy text -> rules
 
     # -- checking a request's token ------------------------------------------------------------
-    def caller(self, tx: Tx, aw: AuditWriter, token: str, path: str) -> Caller:
-        """The caller behind ``token``, its use counted; a refusal is audited, then PermissionDenied."""
-        found = repo.token_and_client(tx, token_hash(token)) if token else None
+    def caller(self, tx: Tx, aw: AuditWriter, digest: bytes | None, path: str) -> Caller:
+        """The caller behind the token whose ``token_hash`` is ``digest`` (None: no token), its use
+        counted; a refusal is audited, then PermissionDenied."""
+        found = repo.token_and_client(tx, digest) if digest else None
         row, client = found if found is not None else (None, None)
         now = self.clock()
         reason = None
@@ -102,7 +103,7 @@ class Tokens:
 
     def acl(self, tx: Tx, names: list[str]) -> pol.Acl:
         if "root" in names:
-            return pol.Acl([], root=True)
+            return _ROOT
         bodies = repo.policy_bodies(tx, [n for n in names if n not in pol.RESERVED])
         rules = [pol.DEFAULT_RULES] if "default" in names else []
         for body in bodies.values():
@@ -229,6 +230,9 @@ class Tokens:
             "ttl": self.ttl(row),
             "type": "service",
         }
+
+
+_ROOT = pol.Acl([], root=True)
 
 
 def _names(value: object, what: str) -> list[str]:
