@@ -4,6 +4,7 @@ each with a root-policy token and an administrator's token for writing policies.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -18,7 +19,10 @@ import hvac
 import pytest
 
 from strongroom.bench.peers import free_port
+from tests.pg import PgCluster
 from tests.serverproc import Deployment
+
+_dbs = itertools.count()
 
 BAO = Path(sys.executable).parent / "bao"
 
@@ -75,12 +79,17 @@ class OpenBaoDev:
         self.log.close()
 
 
-@pytest.fixture(scope="module")
-def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Target]]:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def targets(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[dict[str, Target]]:
+    """OpenBao and Strongroom (on the embedded SQLite, then on PostgreSQL)."""
     root = tmp_path_factory.mktemp("vault")
+    db_url = None
+    if request.param == "postgresql":
+        cluster: PgCluster = request.getfixturevalue("pg")
+        db_url = cluster.create_database(f"vault{os.getpid()}_{next(_dbs)}")
     bao = OpenBaoDev(root)
     (root / "strongroom").mkdir()
-    d = Deployment(root / "strongroom", None)
+    d = Deployment(root / "strongroom", db_url)
     try:
         d.start()
         host = d.register("vault-client")

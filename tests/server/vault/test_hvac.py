@@ -375,7 +375,27 @@ def test_a_kv_secret_written_by_hvac_reads_the_same_through_the_deposit_api(targ
 
 
 @pytest.mark.parametrize("token", ["", "sr.not-a-token", "x" * 600])
-def test_a_bad_token_is_permission_denied(targets: dict[str, Target], token: str) -> None:  # noqa: F811
+@pytest.mark.parametrize("header", ["X-Vault-Token", "Authorization"])
+def test_a_bad_token_is_permission_denied(targets: dict[str, Target], token: str, header: str) -> None:  # noqa: F811
     for t in targets.values():
-        r = requests.get(t.url + "/v1/secret/data/anything", headers={"X-Vault-Token": token}, verify=t.ca, timeout=10)
+        value = token if header == "X-Vault-Token" else f"Bearer {token}"
+        r = requests.get(t.url + "/v1/secret/data/anything", headers={header: value}, verify=t.ca, timeout=10)
         assert (r.status_code, r.json()) == (403, {"errors": ["permission denied"]}), t.name
+
+
+def test_a_bearer_token_works_as_x_vault_token(targets: dict[str, Target]) -> None:  # noqa: F811
+    for t in targets.values():
+        r = requests.get(
+            t.url + "/v1/auth/token/lookup-self", headers={"Authorization": f"Bearer {t.root_token}"}, verify=t.ca, timeout=10
+        )
+        assert r.status_code == 200 and r.json()["data"]["policies"] == ["root"], t.name
+
+
+@pytest.mark.parametrize(
+    ("query", "status"),
+    [("", 200), ("?activecode=299", 299), ("?standbyok=true&perfstandbyok=true", 200), ("?activecode=x", 400)],
+)
+def test_health_and_its_overrides(targets: dict[str, Target], query: str, status: int) -> None:  # noqa: F811
+    for t in targets.values():
+        r = requests.get(t.url + "/v1/sys/health" + query, verify=t.ca, timeout=10)
+        assert r.status_code == status, (t.name, r.text)

@@ -101,6 +101,8 @@ def _health(p: Plain) -> tuple[int, dict[str, Any]]:
             raise Invalid(f"{name} must be an HTTP status code")
         return int(raw)
 
+    for name in ("standbycode", "drsecondarycode", "performancestandbycode", "uninitcode", "sealedcode", "activecode"):
+        code(name, 0)  # each override is checked; standby, DR secondary and uninitialized never apply here
     status = code("sealedcode", 503) if sealed else code("activecode", 200)
     return status, data
 
