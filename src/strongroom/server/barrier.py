@@ -192,11 +192,21 @@ class Barrier:
         wrapped = aead.wrap_key(keys.master, transit.new_material(), transit_aad(key_id, owner, version, kind))
         repo.insert_transit_version(tx, key_id, version, keys.master_gen, wrapped, created)
 
-    def transit_keyring(self, tx: Tx, key_id: int, owner: str, kind: str, derived: bool, versions: list[int]) -> transit.Keyring:
+    def transit_keyring(
+        self,
+        tx: Tx,
+        key_id: int,
+        owner: str,
+        kind: str,
+        derived: bool,
+        versions: list[int],
+        rows: list[tuple[int, int, bytes]] | None = None,
+    ) -> transit.Keyring:
         """The named versions of a transit key, unwrapped into a keyring that can use them but not
-        give them out (aead.DecryptionError if a row was altered or moved)."""
+        give them out (aead.DecryptionError if a row was altered or moved); ``rows``: those
+        versions' rows when the caller has read them already."""
         materials = {}
-        for version, gen, wrapped in repo.transit_versions(tx, key_id, versions):
+        for version, gen, wrapped in rows if rows is not None else repo.transit_versions(tx, key_id, versions):
             keys = self._keys_for(tx, gen)
             materials[version] = aead.unwrap_key(keys.master, wrapped, transit_aad(key_id, owner, version, kind))
         return transit.Keyring(kind, materials, derived)

@@ -884,3 +884,25 @@ def kv_version_read(
     state = None if destroyed is None else (None if deleted_at is None else float(deleted_at), bool(destroyed))
     v = version if version is not None else dep.latest_version
     return dep, settings, v, None if created is None else float(created), state
+
+
+def transit_key_and_version(
+    tx: Tx, owner_id: str, name: str, version: int | None
+) -> tuple[TransitKeyRow, tuple[int, int, bytes] | None] | None:
+    """A transit key and one of its versions' (version, master generation, wrapped material), the
+    latest when ``version`` is None, in one statement (the version part None if there is no such
+    version)."""
+    cols = ", ".join("k." + c for c in _TRANSIT_COLS.split(", "))
+    row = tx.one(
+        f"SELECT {cols}, v.version, v.master_gen, v.wrapped FROM transit_keys k "
+        "LEFT JOIN transit_key_versions v ON v.key_id = k.id AND v.version = COALESCE(?, k.latest_version) "
+        "WHERE k.owner_id = ? AND k.name = ?",
+        version,
+        owner_id,
+        name,
+    )
+    if row is None:
+        return None
+    n = len(TransitKeyRow.__dataclass_fields__)
+    v, gen, wrapped = row[n:]
+    return TransitKeyRow(*row[:n]), None if v is None else (int(v), int(gen), bytes(wrapped))

@@ -58,6 +58,7 @@ class Call:
     auth: dict[str, Any] | None = None
     warnings: list[str] | None = None
     flatten: bool = False  # some sys routes also put data's members at the top level (Vault's legacy form)
+    memo: dict[str, Any] = field(default_factory=dict)  # what a handler read once and needs again
 
     def require(self, capability: str, path: str | None = None) -> None:
         """Refuse (audited, then 403 "permission denied") unless the token's policies allow it."""

@@ -105,16 +105,21 @@ class Transit:
         return self.service.barrier
 
     # -- keys ----------------------------------------------------------------------------------
-    def _find(self, c: Call, name: str) -> TransitKeyRow | None:
+    def _find(self, c: Call, name: str, version: int | None = None) -> TransitKeyRow | None:
+        """The caller's key (rotated first if its period is due), reading ``version`` of it (the
+        latest when None) in the same statement for ``_ring``."""
         if not NAME_RE.match(name):
             raise Invalid("invalid key name: use letters, digits, '.', '_' and '-', at most 128 characters")
-        key = repo.transit_key(c.ctx.tx, c.ctx.client.id, name)
+        found = repo.transit_key_and_version(c.ctx.tx, c.ctx.client.id, name, version)
+        key = found[0] if found is not None else None
+        if found is not None and found[1] is not None:
+            c.memo["transit_version"] = (found[0].id, found[1])
         if key is not None and key.auto_rotate_period and c.service.clock() - key.rotated >= key.auto_rotate_period:
             key = self._rotate(c, key)  # due: rotated at first use, as if the schedule had run
         return key
 
-    def _key(self, c: Call, name: str) -> TransitKeyRow:
-        key = self._find(c, name)
+    def _key(self, c: Call, name: str, version: int | None = None) -> TransitKeyRow:
+        key = self._find(c, name, version)
         if key is None:
             c.ctx.audit.append(c.ctx.client.id, "vault.transit", c.path, "denied", reason="no such key")
             raise Refused(Invalid("encryption key not found"))
@@ -195,8 +200,10 @@ class Transit:
 
     def _ring(self, c: Call, key: TransitKeyRow, versions: list[int]) -> tc.Keyring:
         versions = [v for v in versions if key.min_decryption_version <= v <= key.latest_version]
+        read = c.memo.get("transit_version")
+        rows = [read[1]] if read is not None and read[0] == key.id and versions == [read[1][0]] else None
         try:
-            return self.barrier.transit_keyring(c.ctx.tx, key.id, key.owner_id, key.type, bool(key.derived), versions)
+            return self.barrier.transit_keyring(c.ctx.tx, key.id, key.owner_id, key.type, bool(key.derived), versions, rows)
         except aead.DecryptionError:
             c.ctx.audit.append(c.ctx.client.id, "vault.transit", c.path, "error", reason="key failed authentication")
             raise Refused(IntegrityFailure("transit key failed its integrity check; the operator has been told")) from None
@@ -305,7 +312,7 @@ class Transit:
 
     def encrypt(self, c: Call) -> Any:
         name = c.params["name"]
-        key = self._find(c, name)
+        key = self._find(c, name, _int(c.body.get("key_version"), "key_version") or None)
         c.require("update" if key is not None else "create")
         if key is None:  # Vault's encrypt makes the key it is asked to use
             key = self._create(c, name, {"type": c.body.get("type", tc.AES)})
@@ -330,7 +337,7 @@ class Transit:
         return out
 
     def decrypt(self, c: Call) -> Any:
-        key = self._key(c, c.params["name"])
+        key = self._key(c, c.params["name"], _single_version(c.body, "ciphertext"))
         if key.type == tc.ED25519:
             raise Invalid(f"message decryption not supported for key type {key.type}")
         items, batch = _items(c.body)
@@ -469,6 +476,12 @@ class Transit:
         out = self._batch(c, items, batch, one)
         self._done(c, "verify", key, len(items))
         return out
+
+
+def _single_version(body: dict[str, Any], field: str) -> int | None:
+    """The key version a single (not batch) request's ``field`` names, if it is well formed."""
+    m = _CIPHERTEXT.match(body[field]) if "batch_input" not in body and isinstance(body.get(field), str) else None
+    return int(m.group(1)) if m is not None and len(m.group(1)) <= 9 else None
 
 
 def _versions(items: list[dict[str, Any]], field: str) -> list[int]:
