@@ -28,7 +28,8 @@ def test_the_document_has_every_part_and_reads_the_numbers(tmp_path: Path) -> No
         [{"base": "/somewhere/src", "phase": "tar x", "time": 1.04, "daemon CPU": 0.97}],
     )
     text = report.document(results, [], out, tmp_path / "BENCHMARKS.md")
-    for heading in ("## Method", "## This run", "## Against the seed documents", "## Before and after, side by side"):
+    side = "## Side by side in one run: builds before and after, and the Vault-compatible API"
+    for heading in ("## Method", "## This run", "## Against the seed documents", side):
         assert heading in text
     assert results["command"] in text
     c_loop = next(r for r in results["suites"]["rng"]["keygen"] if r["source"] == "C getrandom(2)")
@@ -58,3 +59,15 @@ def test_redrawing_from_a_missing_or_broken_results_file_says_so_in_one_line(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(line.startswith("report: cannot redraw from") for line in err)
     assert not (tmp_path / "B.md").exists()
+
+
+def test_the_vault_verdict_names_what_missed() -> None:
+    from strongroom.bench.report import _vault_verdict
+
+    def row(phase: str, rate: float, p99: float = 5.0) -> dict[str, object]:
+        return {"phase": phase, "rate vs OpenBao": rate, "Strongroom p99 ms": p99}
+
+    met = _vault_verdict({"rows": [row("kv read, 16 clients", 1.1), row("kv write, 16 clients", 4.0)]})
+    assert "rate: met" in met and "10 ms: met (5.0 ms)" in met
+    missed = _vault_verdict({"rows": [row("kv read, 16 clients", 0.9, 12.0), row("kv write, 16 clients", 4.0)]})
+    assert "MISSED (kv read, 16 clients)" in missed and "10 ms: MISSED (12.0 ms)" in missed
