@@ -216,6 +216,13 @@ class Transit:
             raise Invalid("requested version for encryption is less than the minimum encryption key version")
         return v
 
+    def _live_version(self, key: TransitKeyRow, asked: object) -> int:
+        """The version to MAC or sign with: the one asked for, or the latest; never one retired."""
+        v = _int(asked, "key_version") or key.latest_version
+        if v > key.latest_version or v < key.min_decryption_version:
+            raise Invalid("no such key version")
+        return v
+
     def _decrypt_version(self, key: TransitKeyRow, v: int) -> None:
         if v > key.latest_version:
             raise Invalid("invalid ciphertext: version is too new")
@@ -419,9 +426,7 @@ class Transit:
         key = self._key(c, c.params["name"])
         alg = self._algorithm(c)
         items, batch = _items(c.body)
-        v = _int(c.body.get("key_version"), "key_version") or key.latest_version
-        if v > key.latest_version or v < key.min_decryption_version:
-            raise Invalid("no such key version")
+        v = self._live_version(key, c.body.get("key_version"))
         ring = self._ring(c, key, [v])
 
         def one(item: dict[str, Any]) -> dict[str, Any]:
@@ -438,9 +443,7 @@ class Transit:
         if key.type != tc.ED25519:
             raise Invalid(f"key type {key.type} does not support signing")
         items, batch = _items(c.body)
-        v = _int(c.body.get("key_version"), "key_version") or key.latest_version
-        if v > key.latest_version or v < key.min_decryption_version:
-            raise Invalid("no such key version")
+        v = self._live_version(key, c.body.get("key_version"))
         ring = self._ring(c, key, [v])
 
         def one(item: dict[str, Any]) -> dict[str, Any]:
