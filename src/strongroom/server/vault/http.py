@@ -161,6 +161,8 @@ class VaultEngine:
     def action(self, raw_path: str, wire: Wire, checked: Checked | None) -> Callable[[Tx, AuditWriter], Outcome]:
         """The group-commit action for one request (``checked``: a login's checked signature)."""
         index, params, path, query, body, token, digest = wire
+        if not 0 <= index < len(self.routes):
+            raise ValueError("no such route")  # both processes build one table; answered 500, never run
         route = self.routes[index]
 
         def act(ctx: Ctx, caller: Caller) -> Outcome:
