@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from strongroom.rng import monitor, native
+from strongroom.rng import monitor, native, sources
 from strongroom.rng.monitor import SourceOutOfUse
 from strongroom.rng.sources import CLAIMS, SourceError, SourceUnavailable, open_source
 from strongroom.rng.stats import ent_stats
@@ -36,6 +36,14 @@ def test_cpu_sources_match_the_cpu_flags_and_deliver_random_bytes(name: str) -> 
     s = ent_stats(data)
     assert s.entropy > 7.99 and abs(s.serial_correlation) < 0.01
     assert src.read(64) != src.read(64)
+
+
+def test_a_cpu_source_the_kernel_switched_off_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The kernel withholding a flag (an erratum, a hypervisor) cannot be caused here at will.
+    monkeypatch.setattr(sources, "kernel_cpu_flags", lambda wanted: {"fpu", "sse2"})
+    why = "kernel has it switched off" if HAS_RDRAND else "not available on this CPU"
+    with pytest.raises(SourceUnavailable, match=why):
+        open_source("rdrand")
 
 
 def test_unknown_and_missing_sources_say_why(tmp_path: Path) -> None:

@@ -91,6 +91,19 @@ class Getrandom:
         pass
 
 
+def kernel_cpu_flags(wanted: str) -> set[str]:
+    """The CPU flags Linux lists for the first CPU; ``{wanted}`` where there is no /proc/cpuinfo
+    to ask (another kernel: CPUID alone decides there)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {wanted}
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return {wanted}
+
+
 class _CpuSource:
     """RDRAND or RDSEED through libsrrng.so (cpurng.c).  Small reads are served from a 4 KiB
     buffer (a ctypes call costs more than the instruction); the buffer is dropped in a forked
@@ -107,6 +120,11 @@ class _CpuSource:
             raise SourceUnavailable(f"{name}: {native.LIBRARY.name} is not built (run scripts/install.sh)")
         if not getattr(so, f"sr_cpu_has_{name}")():
             raise SourceUnavailable(f"{name}: not available on this CPU")
+        if name not in kernel_cpu_flags(name):
+            # CPUID still offers the instruction when the kernel has turned it off for an
+            # erratum (Zen 5's RDSEED returning zeros, 2025) or the hypervisor hides it: follow
+            # the kernel, which knows the erratum list.
+            raise SourceUnavailable(f"{name}: not available on this CPU (the kernel has it switched off)")
         self._fill = getattr(so, f"sr_{name}_fill")
         self._spare = bytearray(self.BUFFER)
         self._pinned = (ctypes.c_char * self.BUFFER).from_buffer(self._spare)  # a fixed address
