@@ -34,8 +34,9 @@ def entry_mac(key: bytes, prev: bytes, body: bytes) -> bytes:
 class AuditWriter:
     """Appends to the chain inside one Store.action() transaction.
 
-    The head row is written once, by ``flush()`` before the commit, not after every entry: a
-    batch of actions shares one transaction, and one UPDATE per batch is enough.
+    Entries and the head row are written by ``flush()`` before the commit, not one by one: a
+    batch of actions shares one transaction, and one INSERT of many rows and one UPDATE per
+    batch are enough.
     """
 
     def __init__(self, tx: Tx, head_seq: int, head_mac: bytes, key: bytes) -> None:
@@ -44,17 +45,38 @@ class AuditWriter:
         self.mac = head_mac
         self._key = key
         self._flushed = head_seq
+        self._rows: list[tuple[int, float, str, str, str, str, str, bytes]] = []
 
     def append(self, actor: str, action: str, target: str = "", outcome: str = "ok", **detail: Any) -> None:
         seq = self.seq + 1
         ts = time.time()
         detail_text = json.dumps(detail, separators=(",", ":"), sort_keys=True)
         mac = entry_mac(self._key, self.mac, canonical(seq, ts, actor, action, target, outcome, detail_text))
-        repo.append_audit(self._tx, seq, ts, actor, action, target, outcome, detail_text, mac)
+        self._rows.append((seq, ts, actor, action, target, outcome, detail_text, mac))
         self.seq, self.mac = seq, mac
 
+    def mark(self) -> tuple[int, bytes, int]:
+        """Where the chain stands, for ``rewind``."""
+        return self.seq, self.mac, len(self._rows)
+
+    def rewind(self, mark: tuple[int, bytes, int]) -> None:
+        """Forget the entries appended since ``mark`` (their action was undone)."""
+        self.seq, self.mac, n = mark
+        if n < len(self._rows):
+            del self._rows[n:]
+        elif n > len(self._rows):
+            raise RuntimeError("rewinding past entries already written")
+
+    def write_rows(self) -> None:
+        """Write the pending entries (before a savepoint, or before reading the log)."""
+        if self._rows:
+            repo.append_audit_rows(self._tx, self._rows)
+            self._rows = []
+
     def flush(self) -> None:
-        """Write the chain head row; call it inside the transaction, after the last append."""
+        """Write the pending entries and the chain head row; call it inside the transaction,
+        after the last append."""
+        self.write_rows()
         if self.seq != self._flushed:
             repo.set_audit_head(self._tx, self.seq, self.mac)
             self._flushed = self.seq

@@ -160,50 +160,22 @@ class GroupCommitter:
             for _fn, fut in batch:
                 fut.set_exception(_sealed())
             return
-        outcomes: list[tuple[Future[Any], bool, Any]] = []
-        synced: Future[None] | None = None
         try:
-            with self.store.action() as (tx, seq, mac):
-                # Drain only now, holding the write lock: whatever queued while we waited for
-                # the other process's commit joins this batch and shares its fsync.
-                self._drain(batch)
-                epoch = repo.get_meta(tx, "seal_epoch")
-                if epoch is not None and int(epoch) != self.barrier.epoch:
-                    # Sealed through another process since our last tick: stop serving at once
-                    # rather than at the next tick.
-                    log.warning("sealed by another server process (epoch %s)", epoch)
-                    self.barrier.seal()
-                    for _fn, fut in batch:
-                        fut.set_exception(_sealed())
-                    return
-                aw = audit_mod.AuditWriter(tx, seq, mac, key)
-                for fn, fut in batch:
-                    saved = (aw.seq, aw.mac)
-                    try:
-                        with tx.savepoint():
-                            try:
-                                outcomes.append((fut, True, fn(tx, aw)))
-                            except Refused as r:  # audited refusal: keep its entry, answer the error
-                                outcomes.append((fut, False, r.error))
-                    except st.OUTAGE_ERRORS:
-                        raise  # the whole batch fails as one; nothing was acknowledged
-                    except barrier_mod.SealedError:
-                        aw.seq, aw.mac = saved
-                        outcomes.append((fut, False, _sealed()))
-                    except Exception as e:  # noqa: BLE001 - this action alone is undone
-                        aw.seq, aw.mac = saved
-                        outcomes.append((fut, False, e))
-                aw.flush()
-                if aw.seq != seq:
-                    synced = self._mirror((seq, mac), (aw.seq, aw.mac))
+            try:
+                done = self._attempt(batch, key, guarded=False)
+            except _Undo:
+                done = self._attempt(batch, key, guarded=True)
         except StorageUnavailable as e:
             for _fn, fut in batch:
                 fut.set_exception(Unavailable(f"database unavailable ({e})"))
             return
+        if done is None:
+            return
+        outcomes, after, synced = done
         if synced is not None:
             try:
                 synced.result()
-                self._unsettled = (aw.seq, aw.mac)
+                self._unsettled = after
             except OSError as e:  # committed already: answer the requests, report the lagging mirror
                 log.error("could not flush the audit head file: %s", e.strerror or type(e).__name__)
         for fut, ok, value in outcomes:  # answered only after the commit: acknowledged means durable
@@ -211,3 +183,63 @@ class GroupCommitter:
                 fut.set_result(value)
             else:
                 fut.set_exception(value)
+
+    def _attempt(
+        self, batch: list[tuple[Action, Future[Any]]], key: bytes, guarded: bool
+    ) -> tuple[list[tuple[Future[Any], bool, Any]], tuple[int, bytes], Future[None] | None] | None:
+        """Run the batch in one transaction: (outcomes, chain head after, the head line's flush),
+        or None if it found the server sealed.  Unguarded, actions run without savepoints (two
+        statements each saved) and the first that fails outside a refusal undoes the whole
+        transaction (_Undo): the caller runs the batch again guarded, each action in a savepoint,
+        so the failed one is undone alone."""
+        outcomes: list[tuple[Future[Any], bool, Any]] = []
+        synced: Future[None] | None = None
+        with self.store.action() as (tx, seq, mac):
+            # Drain only now, holding the write lock: whatever queued while we waited for
+            # the other process's commit joins this batch and shares its fsync.
+            self._drain(batch)
+            epoch = repo.get_meta(tx, "seal_epoch")
+            if epoch is not None and int(epoch) != self.barrier.epoch:
+                # Sealed through another process since our last tick: stop serving at once
+                # rather than at the next tick.
+                log.warning("sealed by another server process (epoch %s)", epoch)
+                self.barrier.seal()
+                for _fn, fut in batch:
+                    fut.set_exception(_sealed())
+                return None
+            aw = audit_mod.AuditWriter(tx, seq, mac, key)
+            for fn, fut in batch:
+                if not guarded:
+                    try:
+                        outcomes.append((fut, True, fn(tx, aw)))
+                    except Refused as r:  # audited refusal: keep its entry, answer the error
+                        outcomes.append((fut, False, r.error))
+                    except st.OUTAGE_ERRORS:
+                        raise  # the whole batch fails as one; nothing was acknowledged
+                    except Exception:  # noqa: BLE001 - undone with the rest, then run again guarded
+                        raise _Undo() from None
+                    continue
+                aw.write_rows()  # a savepoint undone must not take earlier actions' entries along
+                saved = aw.mark()
+                try:
+                    with tx.savepoint():
+                        try:
+                            outcomes.append((fut, True, fn(tx, aw)))
+                        except Refused as r:
+                            outcomes.append((fut, False, r.error))
+                except st.OUTAGE_ERRORS:
+                    raise
+                except barrier_mod.SealedError:
+                    aw.rewind(saved)
+                    outcomes.append((fut, False, _sealed()))
+                except Exception as e:  # noqa: BLE001 - this action alone is undone
+                    aw.rewind(saved)
+                    outcomes.append((fut, False, e))
+            aw.flush()
+            if aw.seq != seq:
+                synced = self._mirror((seq, mac), (aw.seq, aw.mac))
+        return outcomes, (aw.seq, aw.mac), synced
+
+
+class _Undo(Exception):
+    """An action failed outside a refusal in a batch run without savepoints."""

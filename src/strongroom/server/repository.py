@@ -13,6 +13,7 @@ schema-wide copy of every table (SELECT * / INSERT by the schema's own table and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -335,20 +336,9 @@ def audit_entries(tx: Tx, after: int, limit: int) -> list[tuple[Any, ...]]:
     return tx.all(f"SELECT {AUDIT_COLS} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", after, limit)
 
 
-def append_audit(
-    tx: Tx, seq: int, ts: float, actor: str, action: str, target: str, outcome: str, detail: str, mac: bytes
-) -> None:
-    tx.run(
-        "INSERT INTO audit (seq, ts, actor, action, target, outcome, detail, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        seq,
-        ts,
-        actor,
-        action,
-        target,
-        outcome,
-        detail,
-        mac,
-    )
+def append_audit_rows(tx: Tx, rows: Sequence[tuple[int, float, str, str, str, str, str, bytes]]) -> None:
+    """Entries (seq, ts, actor, action, target, outcome, detail, mac), in one statement."""
+    tx.many("INSERT INTO audit (seq, ts, actor, action, target, outcome, detail, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
 
 def all_audit(tx: Tx) -> list[tuple[Any, ...]]:

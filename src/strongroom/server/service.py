@@ -627,6 +627,7 @@ class Service:
             log.warning("while sealed, a refusal was not kept for the audit log: database unavailable (%s)", e)
 
     def audit_tail(self, ctx: Ctx, after: int, limit: int) -> list[dict[str, Any]]:
+        ctx.audit.write_rows()  # this batch's entries so far, as a reader after it would see them
         rows = repo.audit_entries(ctx.tx, after, limit)
         return [
             {"seq": r[0], "ts": r[1], "actor": r[2], "action": r[3], "target": r[4], "outcome": r[5], "detail": json.loads(r[6])}
