@@ -319,4 +319,3 @@ class Fuse(mfusepy.FUSE):  # type: ignore[misc]
             if filler(buf, raw, st, i + 1, fill_flags) != 0:
                 break
         return 0
-

@@ -1,8 +1,9 @@
-"""The mount's operations: plaintext paths and requests translated onto the lower volume
-through the layers below: names (resolver.py, names.py), file content (fileio.py), extended
-attributes (xattrs.py), lower entries reached without symlinks (beneath.py), access rules
-(acl.py) and callers' credentials (creds.py).  Path-based (mfusepy on libfuse3); every failure
-leaves as an OSError carrying ext4's errno, which the front end (fuse_front.py) answers with.
+"""The mount's operations, as mfusepy calls them: each checks what the FUSE front decides
+(access rules, a read-only mount, set-id clearing), maps libfuse's hidden names of unlinked open
+files to descriptors, tells the kernel what changed under a file's other names (hard links), and
+hands the work to the layer that owns it: entries and directories (namespace.py), file content
+(fileio.py), extended attributes (xattr_store.py).  Every failure leaves as an OSError carrying
+ext4's errno, which the front end (fuse_front.py) answers with.
 
 Concurrency: libfuse calls in from several threads; fileio.py holds a file's lock around every
 operation on its content.
@@ -10,9 +11,7 @@ operation on its content.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import ctypes
 import errno
 import logging
 import os
@@ -21,16 +20,15 @@ import stat
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from strongroom.fs import content, durable, names
-from strongroom.fs import xattrs as xattrs_mod
+from strongroom.fs import names
 from strongroom.fs.beneath import Beneath
-from strongroom.fs.config import CONFIG
 from strongroom.fs.creds import CallerCredentials
 from strongroom.fs.fileio import MAX_FILE_SIZE, MAX_REQUEST, FileIO, os_error
 from strongroom.fs.keys import VolumeKeys
 from strongroom.fs.links import HardLinkNames, Key
+from strongroom.fs.namespace import UTIME_NOW, Namespace, entry_kind
 from strongroom.fs.resolver import CACHE_ENTRIES, Resolver
-from strongroom.fs.volume import write_diriv
+from strongroom.fs.xattr_store import XattrStore
 from strongroom.fs.xattrs import XattrCipher
 
 log = logging.getLogger("strongroom.fs")
@@ -39,46 +37,10 @@ log = logging.getLogger("strongroom.fs")
 # write through FUSE is a round trip (no writeback cache here).  With the lower file's 4 KiB, cp
 # copied in 128 KiB writes; the largest request the mount takes makes the fewest round trips.
 BLKSIZE = MAX_REQUEST
-# utimensat(2)'s special nanosecond values, which libfuse passes through in a SETATTR's times
-UTIME_NOW = (1 << 30) - 1
-UTIME_OMIT = (1 << 30) - 2
-_AT_FDCWD = -100
-_AT_SYMLINK_NOFOLLOW = 0x100
-# What mknod may make: regular files, FIFOs, sockets, and device nodes (the kernel lets only
-# callers with CAP_MKNOD ask for those, as on ext4)
-_MKNOD_TYPES = frozenset({stat.S_IFREG, stat.S_IFIFO, stat.S_IFSOCK, stat.S_IFCHR, stat.S_IFBLK})
 # The name libfuse's path-based API moves a file to when it is unlinked (or renamed over) while
 # open, so it can still address it by path (fuse.c, hidden_name).  The daemon unlinks the lower
 # file at once instead, as ext4 would, and serves that name from a descriptor (see rename).
 _HIDDEN = re.compile(r"\.fuse_hidden[0-9a-f]{16}")
-
-
-_SYS_FCHMODAT2 = 452  # Linux 6.6+, x86-64 and arm64 alike
-_AT_FDCWD_ = -100
-_AT_SYMLINK_NOFOLLOW_ = 0x100
-_fchmodat2: Any = ctypes.PyDLL(None, use_errno=True).syscall  # microseconds: holds the GIL (see utimensat)
-_has_fchmodat2 = True
-
-
-def _chmod_nofollow(dir_fd: int, name: str, mode: int) -> None:
-    """chmod of the lower entry itself, never of what a symlink there points to: fchmodat2 with
-    AT_SYMLINK_NOFOLLOW (a symlink answers EOPNOTSUPP, as on ext4), or on older kernels the
-    entry pinned by an O_PATH descriptor and changed through it (a symlink answers ELOOP)."""
-    global _has_fchmodat2
-    if _has_fchmodat2:
-        if _fchmodat2(_SYS_FCHMODAT2, dir_fd, os.fsencode(name), mode, _AT_SYMLINK_NOFOLLOW_) == 0:
-            return
-        err = ctypes.get_errno()
-        if err != errno.ENOSYS:
-            raise os_error(err)
-        _has_fchmodat2 = False
-    fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
-    try:
-        if stat.S_ISLNK(os.fstat(fd).st_mode):
-            raise os_error(errno.ELOOP)
-        os.chmod(f"/proc/self/fd/{fd}", mode)
-    finally:
-        os.close(fd)
 
 
 def _never() -> int:
@@ -99,30 +61,6 @@ def _drop_setid(fd: int) -> None:
 
 
 _CAP_FSETID = 4  # linux/capability.h
-
-
-class _Timespec(ctypes.Structure):
-    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
-
-
-# utimensat is called holding the GIL: it takes microseconds, and a CDLL call would drop and retake
-# the GIL around it (a tar extract sets the times of every file it makes)
-_utimensat = ctypes.PyDLL(None, use_errno=True).utimensat
-_utimensat.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(_Timespec), ctypes.c_int]
-
-
-def _kind(entry: os.DirEntry[str]) -> int:
-    """A listed entry's file type, from its directory entry (a stat only for special files)."""
-    if entry.is_dir(follow_symlinks=False):
-        return stat.S_IFDIR
-    if entry.is_symlink():
-        return stat.S_IFLNK
-    if entry.is_file(follow_symlinks=False):
-        return stat.S_IFREG
-    try:
-        return stat.S_IFMT(entry.stat(follow_symlinks=False).st_mode)
-    except FileNotFoundError:
-        return stat.S_IFREG  # gone since it was listed: the lookup that follows says so
 
 
 class VolumeOps:
@@ -153,9 +91,10 @@ class VolumeOps:
         # Format version 4: an extended attribute's value is bound to its file (FORMAT.md §6).
         self.bound_xattrs = bound_xattrs
         self.names = names.NameCipher(keys.names, long_name_max)
-        self.xattrs = XattrCipher(keys.xattr_names, keys.xattr_values)
         self.paths = Resolver(self.root, self.names, derived_tweaks, self._damage)
-        self.io = FileIO(keys, holes, self._damage, self._rebind_xattrs if bound_xattrs else None)
+        self.entries = Namespace(self.root, keys, self.paths, self.beneath, derived_tweaks, self._damage, self._as_caller)
+        self.xattrs = XattrStore(XattrCipher(keys.xattr_names, keys.xattr_values), self.paths, bound_xattrs, self._damage)
+        self.io = FileIO(keys, holes, self._damage, self.xattrs.rebind if bound_xattrs else None)
         self._logged: set[tuple[str, int | None]] = set()
         self._unsupported_logged: set[str] = set()
         self.acl: Any = None  # an acl.Enforcer on mounts with access rules
@@ -216,31 +155,6 @@ class VolumeOps:
         with self.beneath.path(str(node)) as entry:
             yield entry.path, False
 
-    def _new_entry(self, path: str) -> tuple[str, str]:
-        """(lower parent dir, lower name) for an entry about to be created; a long name's sidecar
-        is written (and fsync'd) first, so the entry never exists without it."""
-        lower_parent, name, full = self.paths.entry(path)
-        if full is not None:
-            self._write_sidecar(lower_parent, name, full)
-        return lower_parent, name
-
-    def _write_sidecar(self, lower_parent: str, name: str, full: str) -> None:
-        with self.beneath.path(os.path.join(lower_parent, name + names.LONG_SUFFIX)) as at:
-            fd = os.open(at.name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400, dir_fd=at.dir_fd)
-        try:
-            os.write(fd, full.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    def _remove_sidecar(self, lower_parent: str, name: str) -> None:
-        if names.is_long(name):
-            try:
-                with self.beneath.path(os.path.join(lower_parent, name + names.LONG_SUFFIX)) as at:
-                    os.unlink(at.name, dir_fd=at.dir_fd)
-            except FileNotFoundError:
-                pass
-
     def _damage(self, what: str, block: int | None, reason: str) -> None:
         key = (what, block)
         if key not in self._logged:
@@ -251,23 +165,6 @@ class VolumeOps:
             log.error("damaged: %s%s: %s", what, where, reason)
 
     # -- attributes ----------------------------------------------------------------------
-    def _reported_size(self, st: os.stat_result, lower: str) -> int:
-        """The size a stat of the plaintext reports, from the lower entry's stat."""
-        if stat.S_ISREG(st.st_mode):
-            try:
-                return content.plain_size(st.st_size)
-            except content.DamagedFile as e:
-                # A size no valid file has: reported as the lower size, so a reader's requests
-                # reach the daemon and fail with EIO (size 0 would read as an empty file).
-                self._damage(lower, e.block, str(e))
-                return st.st_size
-        if stat.S_ISLNK(st.st_mode):
-            try:
-                return len(self._read_link(lower))
-            except OSError:
-                return 0
-        return st.st_size
-
     def plain_stat(self, path: str, fh: int | None = None) -> tuple[os.stat_result, int]:
         """(the lower entry's stat, the plaintext size) of a path or an open file: what getattr
         reports, in the form the mount packs straight into libfuse's struct stat."""
@@ -276,15 +173,15 @@ class VolumeOps:
         if fh is not None and fh in self.io.handles:
             h = self.io.handles[fh]
             st = os.fstat(h.fd)
-            return st, self._reported_size(st, h.path)
+            return st, self.entries.reported_size(st, h.path)
         if self._hidden and path in self._hidden:
             st = os.fstat(self._hidden[path])
-            return st, self._reported_size(st, path)
+            return st, self.entries.reported_size(st, path)
         lower = self.paths.lower(path)
         st = os.lstat(lower)
         if st.st_nlink > 1 and self.links is not None and not stat.S_ISDIR(st.st_mode):
             self.links.seen((st.st_dev, st.st_ino), path)
-        return st, self._reported_size(st, lower)
+        return st, self.entries.reported_size(st, lower)
 
     def _changed(self, key: Key | None, *through: str | None) -> None:
         """A file changed through the names ``through``: the kernel drops what it caches for its
@@ -331,24 +228,14 @@ class VolumeOps:
     def chmod(self, path: str, mode: int) -> int:
         self._check(path, write=True)
         self._writable()
-        node, is_fd = self._node(path)
-        if is_fd:
-            os.chmod(node, mode)
-        else:
-            with self.beneath.path(str(node)) as at:
-                _chmod_nofollow(at.dir_fd, at.name, mode)
+        self.entries.set_mode(*self._node(path), mode)
         self._changed_path(path)
         return 0
 
     def chown(self, path: str, uid: int, gid: int) -> int:
         self._check(path, write=True)
         self._writable()
-        node, is_fd = self._node(path)
-        if is_fd:
-            os.chown(node, uid, gid)
-        else:
-            with self.beneath.path(str(node)) as at:
-                os.chown(at.name, uid, gid, dir_fd=at.dir_fd, follow_symlinks=False)
+        self.entries.set_owner(*self._node(path), uid, gid)
         self._changed_path(path)
         return 0
 
@@ -359,28 +246,10 @@ class VolumeOps:
         return self.set_times(path, divmod(times[0], 1_000_000_000), divmod(times[1], 1_000_000_000))
 
     def set_times(self, path: str, atime: tuple[int, int], mtime: tuple[int, int]) -> int:
-        """utimensat(2) on the lower entry with (seconds, nanoseconds) pairs as the caller gave
-        them: a nanosecond value of UTIME_NOW or UTIME_OMIT means what it means there."""
+        """utimensat(2)'s (seconds, nanoseconds) pairs, UTIME_NOW and UTIME_OMIT included."""
         self._check(path, write=True)
         self._writable()
-        node, is_fd = self._node(path)
-        if atime[1] not in (UTIME_NOW, UTIME_OMIT) and mtime[1] not in (UTIME_NOW, UTIME_OMIT):
-            # the common case (tar, cp -p, rsync) needs no ctypes call: os.utime takes nanoseconds
-            ns = (atime[0] * 1_000_000_000 + atime[1], mtime[0] * 1_000_000_000 + mtime[1])
-            if is_fd:
-                os.utime(node, ns=ns)
-            else:
-                with self.beneath.path(str(node)) as at:
-                    os.utime(at.name, ns=ns, dir_fd=at.dir_fd, follow_symlinks=False)
-        else:
-            times = (_Timespec * 2)(_Timespec(*atime), _Timespec(*mtime))
-            if is_fd:
-                done = _utimensat(node, None, times, 0)
-            else:
-                with self.beneath.path(str(node)) as at:
-                    done = _utimensat(at.dir_fd, os.fsencode(at.name), times, _AT_SYMLINK_NOFOLLOW)
-            if done != 0:
-                raise os_error(ctypes.get_errno())
+        self.entries.set_times(*self._node(path), atime, mtime)
         self._changed_path(path)
         return 0
 
@@ -399,38 +268,15 @@ class VolumeOps:
     def _listing(self, path: str) -> Iterator[tuple[str, os.DirEntry[str], str]]:
         """(plain name, lower entry, lower dir) for each entry of a directory, after the access check."""
         self._check(path)
-        lower_dir, iv = self.paths.dir(path)
-        with os.scandir(lower_dir) as it:
-            for entry in it:
-                n = entry.name
-                if names.is_reserved(n) or (lower_dir == self.root and n.startswith(CONFIG)):
-                    continue
-                try:
-                    if names.is_long(n):
-                        with open(os.path.join(lower_dir, n + names.LONG_SUFFIX)) as f:
-                            full = f.read()
-                        if names.long_name(full) != n:
-                            raise names.BadName("long-name sidecar does not match")
-                        plain = self.paths.plain(full, iv)
-                    else:
-                        plain = self.paths.plain(n, iv)
-                except (names.BadName, OSError) as e:
-                    self._damage(os.path.join(lower_dir, n), None, f"name does not decrypt ({e})")
-                    continue
-                yield os.fsdecode(plain), entry, lower_dir
-
-    def _dots(self, path: str) -> tuple[os.stat_result, os.stat_result]:
-        lower_dir = self.paths.lower(path)
-        here = os.lstat(lower_dir)
-        return here, os.lstat(os.path.dirname(lower_dir)) if lower_dir != self.root else here
+        return self.entries.listing(path)
 
     def readdir(self, path: str, fh: int) -> list[tuple[str, dict[str, int], int]]:
         """Names with inode and type (from the lower dirents, no stat): with use_ino, an entry
         without an inode number would be hidden by readdir(3)."""
         out = []
         for plain, entry, _ in self._listing(path):
-            out.append((plain, {"st_ino": entry.inode(), "st_mode": _kind(entry)}, 0))
-        here, parent = self._dots(path)
+            out.append((plain, {"st_ino": entry.inode(), "st_mode": entry_kind(entry)}, 0))
+        here, parent = self.entries.dots(path)
         return [
             (".", {"st_ino": here.st_ino, "st_mode": here.st_mode}, 0),
             ("..", {"st_ino": parent.st_ino, "st_mode": parent.st_mode}, 0),
@@ -443,10 +289,10 @@ class VolumeOps:
         did; each entry's attributes are read when it is sent (``entry_stat``)."""
         out = []
         for plain, entry, lower_dir in self._listing(path):
-            out.append((plain, f"{lower_dir}/{entry.name}", entry.inode(), _kind(entry)))
+            out.append((plain, f"{lower_dir}/{entry.name}", entry.inode(), entry_kind(entry)))
         lower_dir = self.paths.lower(path)
         parent = os.path.dirname(lower_dir) if lower_dir != self.root else lower_dir
-        here, up = self._dots(path)
+        here, up = self.entries.dots(path)
         return [(".", lower_dir, here.st_ino, here.st_mode), ("..", parent, up.st_ino, up.st_mode), *out]
 
     def entry_stat(self, lower: str, path: str) -> tuple[os.stat_result, int] | None:
@@ -458,7 +304,7 @@ class VolumeOps:
             return None
         if st.st_nlink > 1 and self.links is not None and not stat.S_ISDIR(st.st_mode):
             self.links.seen((st.st_dev, st.st_ino), path)
-        return st, self._reported_size(st, lower)
+        return st, self.entries.reported_size(st, lower)
 
     def opendir(self, path: str) -> int:
         self._check(path)
@@ -469,62 +315,17 @@ class VolumeOps:
     def mkdir(self, path: str, mode: int) -> int:
         self._check(path, write=True)
         self._writable()
-        lower_parent, parent_iv, name, full = self.paths.locate(path)
-        if full is not None:
-            self._write_sidecar(lower_parent, name, full)
-        lower = f"{lower_parent}/{name}"
-        if self.derived_tweaks:
-            # The tweak is a function of the parent's and this entry's name: durable with the entry.
-            with self.beneath.path(lower) as at:
-                self._as_caller(os.mkdir, at.name, mode, dir_fd=at.dir_fd)
-            iv = names.derived_diriv(parent_iv, name)
-        else:
-            with self.beneath.path(lower) as at:  # a daemon not run as root must write the tweak
-                self._as_caller(os.mkdir, at.name, mode | 0o300, dir_fd=at.dir_fd)
-            with self.beneath.directory(lower) as inside:
-                iv = write_diriv(inside)  # durable before anything is created inside
-            if mode & 0o300 != 0o300:  # keeping a set-group-ID bit inherited from the parent
-                with self.beneath.path(lower) as at:
-                    now = stat.S_IMODE(os.stat(at.name, dir_fd=at.dir_fd, follow_symlinks=False).st_mode)
-                    _chmod_nofollow(at.dir_fd, at.name, now & ~0o300 | mode & 0o300)
-        self.paths.forget(path)
-        self.paths.remember_dir(path, lower, iv)
+        self.entries.mkdir(path, mode)
         return 0
 
     def rmdir(self, path: str) -> int:
         self._check(path, write=True)
         self._writable()
-        lower_parent, name, _ = self.paths.entry(path)
-        lower = f"{lower_parent}/{name}"
-        try:
-            try:
-                with self.beneath.path(lower) as at:
-                    os.rmdir(at.name, dir_fd=at.dir_fd)
-            except OSError as e:
-                if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-                    raise
-                # A stored tweak is the only lower entry an empty plaintext directory may hold.
-                with self.beneath.directory(lower) as inside:
-                    if [n for n in os.listdir(inside) if n != names.DIRIV]:
-                        raise os_error(errno.ENOTEMPTY) from None
-                    iv = self.paths.stored_diriv(inside)
-                    os.unlink(os.path.join(inside, names.DIRIV))
-                try:
-                    with self.beneath.path(lower) as at:
-                        os.rmdir(at.name, dir_fd=at.dir_fd)
-                except OSError:
-                    if iv is not None:
-                        with self.beneath.directory(lower) as inside:
-                            write_diriv(inside, iv)  # put the same tweak back: the directory stays usable
-                    raise
-        finally:
-            self.paths.forget(path)
-            self.beneath.forget(lower)
-        self._remove_sidecar(lower_parent, name)
+        self.entries.rmdir(path)
         return 0
 
     def fsyncdir(self, path: str, datasync: int, fh: int) -> int:
-        durable.fsync_dir(self.paths.lower(path))
+        self.entries.fsyncdir(path)
         return 0
 
     # -- namespace -----------------------------------------------------------------------
@@ -534,10 +335,7 @@ class VolumeOps:
         if self._hidden and path in self._hidden:  # the last close of a file unlinked while open
             os.close(self._hidden.pop(path))
             return 0
-        lower_parent, name, _ = self.paths.entry(path)
-        with self.beneath.path(f"{lower_parent}/{name}") as at:
-            os.unlink(at.name, dir_fd=at.dir_fd)
-        self._remove_sidecar(lower_parent, name)
+        self.entries.unlink(path)
         if self.links is not None:
             self._changed(self.links.removed(path))  # the other names' link count and ctime
         return 0
@@ -550,39 +348,12 @@ class VolumeOps:
             raise os_error(errno.ENOENT)  # an unlinked file has no name to move
         if _HIDDEN.fullmatch(new.rpartition("/")[2]) and self._hide(old, new):
             return 0
-        old_parent, old_name, _ = self.paths.entry(old)
-        new_parent, new_name = self._new_entry(new)
-        old_lower = f"{old_parent}/{old_name}"
-        moves_dir = stat.S_ISDIR(os.lstat(old_lower).st_mode)
-        new_lower = f"{new_parent}/{new_name}"
-        if moves_dir and (old_parent, old_name) != (new_parent, new_name):
-            self._keep_tweak(old, old_lower)
-        try:
-            try:
-                self._rename_lower(old_lower, new_lower)
-            except OSError as e:
-                # An empty plaintext directory still holds its tweak, so the lower rename over it
-                # fails (ENOTEMPTY on ext4, EEXIST on xfs): remove it as rmdir would (ENOTEMPTY if
-                # it has entries), then move the source into its place, as gocryptfs does.
-                if not moves_dir or e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-                    raise
-                self.rmdir(new)
-                self._rename_lower(old_lower, new_lower)
-        finally:
-            if moves_dir:  # every directory below moved too (and one may have been replaced)
-                self.paths.forget()
-                self.beneath.forget()
-        if (old_parent, old_name) != (new_parent, new_name):
-            self._remove_sidecar(old_parent, old_name)
+        self.entries.rename(old, new)
         if self.links is not None:
             replaced = self.links.removed(new) if old != new else None
             self.links.renamed(old, new)
             self._changed(replaced)
         return 0
-
-    def _rename_lower(self, old_lower: str, new_lower: str) -> None:
-        with self.beneath.path(old_lower) as old, self.beneath.path(new_lower) as new:
-            os.rename(old.name, new.name, src_dir_fd=old.dir_fd, dst_dir_fd=new.dir_fd)
 
     def _hide(self, path: str, hidden: str) -> bool:
         """libfuse moving an open file out of the way of an unlink (or of a rename over it):
@@ -600,30 +371,11 @@ class VolumeOps:
         fd = self.io.descriptor_of(key)
         if fd is None:
             return False
-        with self.beneath.path(lower) as at:
-            os.unlink(at.name, dir_fd=at.dir_fd)
-        self._remove_sidecar(lower_parent, name)
+        self.entries.unlink(path)
         self._hidden[hidden] = fd
         if self.links is not None:
             self._changed(self.links.removed(path))
         return True
-
-    def _keep_tweak(self, path: str, lower: str) -> None:
-        """Before a directory moves: a derived tweak would change with its name, so it is stored
-        in the directory (durably) first, and every name inside stays readable."""
-        if self.paths.stored_diriv(lower) is not None:
-            return
-        iv = self.paths.dir(path)[1]
-        with self.beneath.directory(lower) as inside:
-            try:
-                write_diriv(inside, iv)
-            except PermissionError:  # a directory without owner write access (a daemon not run as root)
-                mode = stat.S_IMODE(os.stat(inside).st_mode)
-                os.chmod(inside, mode | 0o300)
-                try:
-                    write_diriv(inside, iv)
-                finally:
-                    os.chmod(inside, mode)
 
     def link(self, target: str, source: str) -> int:
         """ln SOURCE TARGET."""
@@ -632,11 +384,7 @@ class VolumeOps:
         self._writable()
         if self._hidden and source in self._hidden:
             raise os_error(errno.ENOENT)
-        new_parent, new_name = self._new_entry(target)
-        lower = f"{new_parent}/{new_name}"
-        with self.beneath.path(self.paths.lower(source)) as src, self.beneath.path(lower) as dst:
-            # a lower symlink is never followed
-            os.link(src.name, dst.name, src_dir_fd=src.dir_fd, dst_dir_fd=dst.dir_fd, follow_symlinks=False)
+        lower = self.entries.link(target, source)
         if self.links is not None:
             st = os.lstat(lower)
             key = (st.st_dev, st.st_ino)
@@ -650,39 +398,17 @@ class VolumeOps:
         """ln -s SOURCE TARGET: the link TARGET holds SOURCE, encrypted as a file (FORMAT.md §5)."""
         self._check(target, write=True)
         self._writable()
-        header = content.FileHeader.fresh()
-        plain = os.fsencode(source)
-        sealed = header.encode(self.keys.kek, self.keys.volume_id) + content.FileCipher(header).seal(0, plain)
-        encoded = base64.urlsafe_b64encode(sealed).rstrip(b"=")
-        if len(encoded) > 4095:
-            raise os_error(errno.ENAMETOOLONG)
-        new_parent, new_name = self._new_entry(target)
-        with self.beneath.path(f"{new_parent}/{new_name}") as at:
-            self._as_caller(os.symlink, encoded, at.name, dir_fd=at.dir_fd)
+        self.entries.symlink(target, source)
         return 0
-
-    def _read_link(self, lower: str) -> bytes:
-        raw = os.readlink(lower)
-        try:
-            sealed = names.unb64u(raw)
-            header = content.FileHeader.decode(sealed[: content.HEADER], self.keys.kek, self.keys.volume_id)
-            return content.FileCipher(header).open(0, sealed[content.HEADER :])
-        except (ValueError, content.DamagedFile) as e:
-            self._damage(lower, None, f"symlink target does not decrypt ({e})")
-            raise os_error(errno.EIO) from None
 
     def readlink(self, path: str) -> str:
         self._check(path)
-        return os.fsdecode(self._read_link(self.paths.lower(path)))
+        return os.fsdecode(self.entries.read_link(self.paths.lower(path)))
 
     def mknod(self, path: str, mode: int, dev: int) -> int:
         self._check(path, write=True)
         self._writable()
-        if stat.S_IFMT(mode) not in _MKNOD_TYPES:
-            raise os_error(errno.EINVAL)
-        lower_parent, name = self._new_entry(path)
-        with self.beneath.path(f"{lower_parent}/{name}") as at:
-            self._as_caller(os.mknod, at.name, mode, dev, dir_fd=at.dir_fd)
+        self.entries.mknod(path, mode, dev)
         return 0
 
     # -- files ---------------------------------------------------------------------------
@@ -743,7 +469,7 @@ class VolumeOps:
     def create(self, path: str, mode: int, flags: int = os.O_WRONLY) -> int:
         self._check(path, write=True)
         self._writable()
-        lower_parent, name = self._new_entry(path)
+        lower_parent, name = self.entries.new_entry(path)
         lower = f"{lower_parent}/{name}"
         made = True
         try:
@@ -840,95 +566,32 @@ class VolumeOps:
             log.warning("%s is not supported (answered with an error; logged once)", what)
 
     # -- extended attributes -------------------------------------------------------------
-    def _xattr_binding(self, path: str, node: str | int, is_fd: bool) -> bytes | None:
-        """What the entry's attribute values are bound to (None before format version 4)."""
-        if not self.bound_xattrs:
-            return None
-        st = os.fstat(node) if is_fd else os.lstat(node)  # type: ignore[arg-type]
-        if stat.S_ISDIR(st.st_mode):
-            return xattrs_mod.dir_binding(self.paths.dir(path)[1])
-        if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
-            return xattrs_mod.EMPTY  # (the lower file system keeps user attributes off the others)
-        if is_fd:
-            raw = os.pread(node, content.HEADER, 0)  # type: ignore[arg-type]
-        else:
-            fd = os.open(str(node), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            try:
-                raw = os.pread(fd, content.HEADER, 0)
-            finally:
-                os.close(fd)
-        try:
-            return xattrs_mod.header_binding(raw)
-        except content.DamagedFile as e:
-            self._damage(path, None, str(e))
-            raise os_error(errno.EIO) from None
-
-    def _rebind_xattrs(self, fd: int, old: bytes, new: bytes) -> None:
-        """Seal the file's attribute values to ``new`` (it gained or lost its file id)."""
-        for lower_name in os.listxattr(fd):
-            if not lower_name.startswith(xattrs_mod.PREFIX):
-                continue
-            try:
-                value = self.xattrs.open_value(lower_name, os.getxattr(fd, lower_name), old)
-            except Exception:  # noqa: BLE001, S112 - a value that did not open stays damaged
-                continue
-            os.setxattr(fd, lower_name, self.xattrs.seal_value(lower_name, value, new))
-
     def setxattr(self, path: str, name: str, value: bytes, options: int, position: int = 0) -> int:
         self._check(path, write=True)
         self._writable()
-        try:
-            lower_name = self.xattrs.lower_name(name)
-        except names.BadName:
-            raise os_error(errno.ENOTSUP) from None
+        lower_name = self.xattrs.lower_name(name, errno.ENOTSUP)
         self.io.attributes_changed()  # rare: every file's first write looks for values again
         with self._reach(path) as (node, is_fd):
-            sealed = self.xattrs.seal_value(lower_name, value, self._xattr_binding(path, node, is_fd))
-            os.setxattr(node, lower_name, sealed, options, follow_symlinks=is_fd)
+            self.xattrs.set(path, node, is_fd, lower_name, value, options)
         self._changed_path(path)
         return 0
 
     def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
         self._check(path)
-        try:
-            lower_name = self.xattrs.lower_name(name)
-        except names.BadName:
-            raise os_error(errno.ENODATA) from None
+        lower_name = self.xattrs.lower_name(name, errno.ENODATA)
         with self._reach(path) as (node, is_fd):
-            sealed = os.getxattr(node, lower_name, follow_symlinks=is_fd)
-            binding = self._xattr_binding(path, node, is_fd)
-            for _ in range(2):  # again if a first write or a truncation rebound it meanwhile
-                try:
-                    return self.xattrs.open_value(lower_name, sealed, binding)
-                except Exception:  # noqa: BLE001 - any failure to open is damage
-                    again = self._xattr_binding(path, node, is_fd)
-                    if again == binding:
-                        break
-                    sealed, binding = os.getxattr(node, lower_name, follow_symlinks=is_fd), again
-        self._damage(path, None, f"attribute {lower_name} does not open here (damaged, or moved from another file)")
-        raise os_error(errno.EIO)
+            return self.xattrs.get(path, node, is_fd, lower_name)
 
     def listxattr(self, path: str) -> list[str]:
         self._check(path)
-        out = []
         with self._reach(path) as (node, is_fd):
-            lower_names = os.listxattr(node, follow_symlinks=is_fd)
-        for lower_name in lower_names:
-            if lower_name.startswith("user.sr."):
-                try:
-                    out.append(self.xattrs.plain_name(lower_name))
-                except names.BadName:
-                    continue
-        return out
+            return self.xattrs.list(node, is_fd)
 
     def removexattr(self, path: str, name: str) -> int:
         self._check(path, write=True)
         self._writable()
-        try:
-            lower_name = self.xattrs.lower_name(name)
-        except names.BadName:
-            raise os_error(errno.ENODATA) from None
+        lower_name = self.xattrs.lower_name(name, errno.ENODATA)
         with self._reach(path) as (node, is_fd):
-            os.removexattr(node, lower_name, follow_symlinks=is_fd)
+            self.xattrs.remove(node, is_fd, lower_name)
         self._changed_path(path)
         return 0

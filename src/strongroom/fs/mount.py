@@ -210,8 +210,6 @@ def _request_context() -> Callable[[], tuple[int, int, int]]:
     return context
 
 
-
-
 def run(
     volume: Path,
     mountpoint: Path,

@@ -122,8 +122,21 @@ def pread_seal(
     nread = ctypes.c_uint64(0)
     n = int(
         so.sr_pread_seal(
-            fd, offset, length, key, len(key), file_id, len(file_id), first, nonces, len(nonces),
-            _addr(scratch), scratch.nbytes, _addr(out), out.nbytes, ctypes.byref(nread),
+            fd,
+            offset,
+            length,
+            key,
+            len(key),
+            file_id,
+            len(file_id),
+            first,
+            nonces,
+            len(nonces),
+            _addr(scratch),
+            scratch.nbytes,
+            _addr(out),
+            out.nbytes,
+            ctypes.byref(nread),
         )
     )
     if n == BAD_LENGTH:
@@ -153,8 +166,17 @@ def open_(
     bad = ctypes.c_uint64(0)
     n = int(
         so.sr_open_blocks(
-            key, len(key), file_id, len(file_id), first, _addr(sealed), sealed.nbytes, _addr(out), out.nbytes,
-            ctypes.byref(bad), hole_limit,
+            key,
+            len(key),
+            file_id,
+            len(file_id),
+            first,
+            _addr(sealed),
+            sealed.nbytes,
+            _addr(out),
+            out.nbytes,
+            ctypes.byref(bad),
+            hole_limit,
         )
     )
     if n == BAD_LENGTH:
