@@ -82,14 +82,9 @@ class VolumeOps:
         if self.root == "/":  # lower paths are joined as parent + "/" + name below
             raise ValueError("the root directory cannot be a volume")
         self.beneath = Beneath(self.root)  # every lower entry a change reaches, reached without symlinks
-        self.keys = keys
         self.read_only = read_only
-        # Format version 2: a new directory's tweak is derived, not stored (FORMAT.md §6).
-        self.derived_tweaks = derived_tweaks
-        # Format version 3: blocks never written are holes in the lower file (FORMAT.md §5).
-        self.holes = holes
-        # Format version 4: an extended attribute's value is bound to its file (FORMAT.md §6).
-        self.bound_xattrs = bound_xattrs
+        # The format version's features (FORMAT.md §5, §6): derived directory tweaks (version 2),
+        # holes (3), attribute values bound to their file (4); the layers below keep them.
         self.names = names.NameCipher(keys.names, long_name_max)
         self.paths = Resolver(self.root, self.names, derived_tweaks, self._damage)
         self.entries = Namespace(self.root, keys, self.paths, self.beneath, derived_tweaks, self._damage, self._as_caller)

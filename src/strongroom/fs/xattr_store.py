@@ -12,17 +12,17 @@ import os
 import stat
 from collections.abc import Callable
 
-from strongroom.fs import content, names
-from strongroom.fs import xattrs as xattrs_mod
+from strongroom.fs import content, names, xattrs
 from strongroom.fs.fileio import os_error
 from strongroom.fs.resolver import Resolver
-from strongroom.fs.xattrs import XattrCipher
 
 Node = str | int  # a lower path, or a descriptor
 
 
 class XattrStore:
-    def __init__(self, cipher: XattrCipher, paths: Resolver, bound: bool, damage: Callable[[str, int | None, str], None]) -> None:
+    def __init__(
+        self, cipher: xattrs.XattrCipher, paths: Resolver, bound: bool, damage: Callable[[str, int | None, str], None]
+    ) -> None:
         self.cipher = cipher
         self.paths = paths
         # Format version 4: an extended attribute's value is bound to its file (FORMAT.md §6).
@@ -35,9 +35,9 @@ class XattrStore:
             return None
         st = os.fstat(node) if is_fd else os.lstat(node)  # type: ignore[arg-type]
         if stat.S_ISDIR(st.st_mode):
-            return xattrs_mod.dir_binding(self.paths.dir(path)[1])
+            return xattrs.dir_binding(self.paths.dir(path)[1])
         if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
-            return xattrs_mod.EMPTY  # (the lower file system keeps user attributes off the others)
+            return xattrs.EMPTY  # (the lower file system keeps user attributes off the others)
         if is_fd:
             raw = os.pread(node, content.HEADER, 0)  # type: ignore[arg-type]
         else:
@@ -47,7 +47,7 @@ class XattrStore:
             finally:
                 os.close(fd)
         try:
-            return xattrs_mod.header_binding(raw)
+            return xattrs.header_binding(raw)
         except content.DamagedFile as e:
             self._damage(path, None, str(e))
             raise os_error(errno.EIO) from None
@@ -55,7 +55,7 @@ class XattrStore:
     def rebind(self, fd: int, old: bytes, new: bytes) -> None:
         """Seal the file's attribute values to ``new`` (it gained or lost its file id)."""
         for lower_name in os.listxattr(fd):
-            if not lower_name.startswith(xattrs_mod.PREFIX):
+            if not lower_name.startswith(xattrs.PREFIX):
                 continue
             try:
                 value = self.cipher.open_value(lower_name, os.getxattr(fd, lower_name), old)
@@ -91,7 +91,7 @@ class XattrStore:
     def list(self, node: Node, is_fd: bool) -> list[str]:
         out = []
         for lower_name in os.listxattr(node, follow_symlinks=is_fd):
-            if lower_name.startswith(xattrs_mod.PREFIX):
+            if lower_name.startswith(xattrs.PREFIX):
                 try:
                     out.append(self.cipher.plain_name(lower_name))
                 except names.BadName:
