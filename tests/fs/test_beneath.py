@@ -54,6 +54,35 @@ def test_a_parent_is_kept_for_a_while_then_looked_up_again(tmp_path: Path) -> No
     b.close()
 
 
+def test_one_step_below_a_kept_directory_is_trusted_no_longer_than_it(tmp_path: Path) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "a" / "b").mkdir(parents=True)
+    outside.mkdir()
+    (root / "a" / "c").symlink_to(outside)
+    clock = Clock()
+    b = Beneath(str(root), clock)
+    lookups: list[str] = []
+    real = b._open_rel
+    b._open_rel = lambda rel: lookups.append(rel) or real(rel)  # type: ignore[method-assign]
+    with b.path(str(root / "a" / "x")):
+        pass
+    clock.now += beneath.DIR_CACHE_S / 2
+    with b.path(str(root / "a" / "b" / "y")) as at:
+        _make(root, at.name, at)
+    assert (root / "a" / "b" / "y").exists()
+    assert lookups == []  # opened from the kept "a", not looked up from the root
+    assert b._held["a/b"].born == b._held["a"].born
+    with pytest.raises(OSError) as caught:  # a symlink one step below is not followed either
+        b.path(str(root / "a" / "c" / "f"))
+    assert caught.value.errno == errno.ELOOP
+    clock.now += beneath.DIR_CACHE_S / 2  # both expire together
+    with b.path(str(root / "a" / "b" / "z")):
+        pass
+    assert lookups == ["a/b"]
+    assert not list(outside.iterdir())
+    b.close()
+
+
 def test_forget_drops_a_directory_and_those_below_it(tmp_path: Path) -> None:
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / "c").mkdir()

@@ -181,6 +181,7 @@ class Enforcer:
         self.learn_log = learn_log
         self.broken: str | None = None
         self.rules: RuleSet | None = None
+        self._enforcing = False
         self._reload(force=True)
 
     # -- rules ---------------------------------------------------------------------------
@@ -208,11 +209,15 @@ class Enforcer:
             self.rules = None
             self.broken = str(e)
             log.error("access rules refused: %s; every request is denied until they verify", e)
+        self._enforcing = self.broken is not None or (self.rules is not None and self.rules.mode != "off")
 
     @property
     def active(self) -> bool:
-        self._reload()
-        return self.broken is not None or (self.rules is not None and self.rules.mode != "off")
+        # Asked on every request of the mount: the reload's own clock check is inlined, so the
+        # common answer costs one call.
+        if time.monotonic() - self._checked >= RELOAD_CHECK_S:
+            self._reload()
+        return self._enforcing
 
     # -- callers -------------------------------------------------------------------------
     def _hash(self, exe_fd_path: str) -> str:

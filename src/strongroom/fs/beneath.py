@@ -4,8 +4,9 @@ Whoever can write the lower directory could replace a lower directory by a symli
 somewhere else; a daemon that follows joined paths would then chmod, write or unlink outside
 the volume on their behalf.  Here the parent directory of a lower entry is opened with
 openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS) from a descriptor of the
-root (component by component with O_NOFOLLOW on kernels without openat2), and the entry is then
-named by (that descriptor, its name) in the *at system calls: the parent is pinned, so no later
+root (component by component with O_NOFOLLOW on kernels without openat2; one step below a
+directory already kept, from that descriptor with O_NOFOLLOW, trusted no longer than it), and the
+entry is then named by (that descriptor, its name) in the *at system calls: the parent is pinned, so no later
 swap of a path component can redirect the call.  The final component is each caller's to treat
 without following (O_NOFOLLOW, AT_SYMLINK_NOFOLLOW, lchown), as fuse_ops does.  Calls that take
 no directory descriptor (the xattr ones) name it as /proc/self/fd/<parent>/<name>, which costs a
@@ -17,9 +18,13 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 _SYS_OPENAT2 = 437  # x86-64 and arm64 alike
 _RESOLVE = 0x02 | 0x04 | 0x08  # NO_MAGICLINKS | NO_SYMLINKS | BENEATH
@@ -69,6 +74,16 @@ def _walk(root_fd: int, rel: str, flags: int) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _open_child(dir_fd: int, name: str) -> int:
+    """The directory ``name`` in ``dir_fd``, never a symlink (ELOOP, as openat2 answers)."""
+    try:
+        return os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except NotADirectoryError:
+        if stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), name) from None
+        raise
 
 
 def _normal(path: str) -> bool:
@@ -137,6 +152,21 @@ class Beneath:
         """The lower entry ``lower`` as (a pinned directory, a name in it), valid inside the
         ``with`` block.  An entry in the root needs no descriptor of its own; the root itself is
         named by its absolute path (it was chosen by the mount)."""
+        return Entry(*self._reach(lower))
+
+    def at(self, lower: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(name, *args, dir_fd=parent, **kwargs)`` on the lower entry ``lower``, its parent
+        pinned for the call: ``path`` in one call, for the changes made on most requests
+        (open, mode, owner, times)."""
+        dir_fd, name, held = self._reach(lower)
+        try:
+            return fn(name, *args, dir_fd=dir_fd, **kwargs)
+        finally:
+            if held is not None:
+                held.release()
+
+    def _reach(self, lower: str) -> tuple[int, str, _Held | None]:
+        """(parent descriptor, name, the kept parent to release after the call, if any)."""
         # On every change the daemon makes: the common case (a normal path below the root, its
         # parent kept) makes no further call.
         if lower.startswith(self._prefix) and "/." not in lower and "//" not in lower and lower[-1] != "/":
@@ -144,27 +174,43 @@ class Beneath:
         else:
             rel = self._relative(lower)
             if not rel:
-                return Entry(self.root_fd, self.root, None)
+                return self.root_fd, self.root, None
         parent, _, name = rel.rpartition("/")
         if not parent:
-            return Entry(self.root_fd, name, None)
+            return self.root_fd, name, None
         now = self._clock()
         with self._lock:
             held = self._held.get(parent)
             if held is not None and now - held.born < DIR_CACHE_S:
                 held.users += 1
-                return Entry(held.fd, name, held)
+                return held.fd, name, held
         held = self._hold(parent, now)
-        return Entry(held.fd, name, held)
+        return held.fd, name, held
 
     def _hold(self, rel: str, now: float) -> _Held:
         """The directory ``rel`` opened now (replacing an expired one), with one user."""
+        up, _, last = rel.rpartition("/")
         with self._lock:
             old = self._held.pop(rel, None)
             if old is not None:
                 old.drop()
             gen = self._gen
-        held = _Held(self._open_rel(rel), now, self._lock)
+            above = self._held.get(up) if up else None
+            if above is not None and now - above.born < DIR_CACHE_S:
+                above.users += 1
+            else:
+                above = None
+        if above is not None:
+            # One step below a kept directory (a new directory's first entry, most often): the
+            # kept one is trusted as it is, so the new one is trusted no longer than it.
+            try:
+                held = _Held(_open_child(above.fd, last), above.born, self._lock)
+            finally:
+                above.release()
+        elif not up:
+            held = _Held(_open_child(self.root_fd, last), now, self._lock)
+        else:
+            held = _Held(self._open_rel(rel), now, self._lock)
         with self._lock:
             if gen != self._gen:  # a directory was moved or removed while this one was opened
                 held.dropped = True
@@ -179,8 +225,7 @@ class Beneath:
 
     def open(self, lower: str, flags: int, mode: int = 0o600) -> int:
         """os.open of the lower entry ``lower`` itself (ELOOP if it is a symlink)."""
-        with self.path(lower) as at:
-            return os.open(at.name, flags | os.O_NOFOLLOW, mode, dir_fd=at.dir_fd)
+        return self.at(lower, os.open, flags | os.O_NOFOLLOW, mode)
 
     def directory(self, lower_dir: str) -> _Pinned:
         """A name for the lower directory itself (no symlink anywhere, its own name included),

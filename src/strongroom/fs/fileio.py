@@ -58,7 +58,7 @@ def _fallocate(fd: int, mode: int, offset: int, length: int) -> None:
 
 def _pwrite_all(fd: int, bufs: list[memoryview], offset: int) -> None:
     """One pwritev that must write everything: a short count is a full disk."""
-    if os.pwritev(fd, bufs, offset) != sum(len(b) for b in bufs):
+    if os.pwritev(fd, bufs, offset) != sum(map(len, bufs)):
         raise os_error(errno.ENOSPC)
 
 

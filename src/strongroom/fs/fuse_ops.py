@@ -127,6 +127,8 @@ class VolumeOps:
         if creds is None or self.context is None:
             return fn(*args, **kwargs)
         uid, gid, _ = self.context()
+        if uid == creds.uid and gid == creds.gid:  # the daemon's own user: nothing to switch
+            return fn(*args, **kwargs)
         return creds.run_as(uid, gid, fn, *args, **kwargs)
 
     # -- names: plaintext paths to lower ones (resolver.py) --------------------------------
@@ -189,8 +191,11 @@ class VolumeOps:
             self.invalidate(other)
 
     def _changed_path(self, path: str) -> None:
-        if self.links is not None:
-            self._changed(self.links.key_of(path), path)
+        links = self.links
+        if links is not None:
+            key = links.key_of(path)
+            if key is not None:
+                self._changed(key, path)
 
     @staticmethod
     def attrs(st: os.stat_result, size: int) -> dict[str, Any]:

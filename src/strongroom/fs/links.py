@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 
 Key = tuple[int, int]  # the lower file's (st_dev, st_ino)
 LIMIT = 16384
@@ -29,9 +30,9 @@ class HardLinkNames:
         self._names = self.files
         self._key_of: dict[str, Key] = {}
         self._limit = limit
-
-    def key_of(self, path: str) -> Key | None:
-        return self._key_of.get(path)
+        # path -> the file it names, if that file has several names: asked after every change,
+        # so the dict's own get, without a Python frame around it
+        self.key_of: Callable[[str], Key | None] = self._key_of.get
 
     def seen(self, key: Key, *paths: str) -> None:
         """The kernel now caches ``paths`` as names of the file ``key`` (which has several)."""

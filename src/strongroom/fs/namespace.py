@@ -40,7 +40,7 @@ _fchmodat2: Any = ctypes.PyDLL(None, use_errno=True).syscall  # microseconds: ho
 _has_fchmodat2 = True
 
 
-def _chmod_nofollow(dir_fd: int, name: str, mode: int) -> None:
+def _chmod_nofollow(name: str, mode: int, *, dir_fd: int) -> None:
     """chmod of the lower entry itself, never of what a symlink there points to: fchmodat2 with
     AT_SYMLINK_NOFOLLOW (a symlink answers EOPNOTSUPP, as on ext4), or on older kernels the
     entry pinned by an O_PATH descriptor and changed through it (a symlink answers ELOOP)."""
@@ -161,15 +161,13 @@ class Namespace:
         if is_fd:
             os.chmod(node, mode)
         else:
-            with self.beneath.path(str(node)) as at:
-                _chmod_nofollow(at.dir_fd, at.name, mode)
+            self.beneath.at(str(node), _chmod_nofollow, mode)
 
     def set_owner(self, node: str | int, is_fd: bool, uid: int, gid: int) -> None:
         if is_fd:
             os.chown(node, uid, gid)
         else:
-            with self.beneath.path(str(node)) as at:
-                os.chown(at.name, uid, gid, dir_fd=at.dir_fd, follow_symlinks=False)
+            self.beneath.at(str(node), os.chown, uid, gid, follow_symlinks=False)
 
     def set_times(self, node: str | int, is_fd: bool, atime: tuple[int, int], mtime: tuple[int, int]) -> None:
         """utimensat(2) on the lower entry with (seconds, nanoseconds) pairs as the caller gave
@@ -180,8 +178,7 @@ class Namespace:
             if is_fd:
                 os.utime(node, ns=ns)
             else:
-                with self.beneath.path(str(node)) as at:
-                    os.utime(at.name, ns=ns, dir_fd=at.dir_fd, follow_symlinks=False)
+                self.beneath.at(str(node), os.utime, ns=ns, follow_symlinks=False)
             return
         times = (_Timespec * 2)(_Timespec(*atime), _Timespec(*mtime))
         if is_fd:
@@ -240,7 +237,7 @@ class Namespace:
             if mode & 0o300 != 0o300:  # keeping a set-group-ID bit inherited from the parent
                 with self.beneath.path(lower) as at:
                     now = stat.S_IMODE(os.stat(at.name, dir_fd=at.dir_fd, follow_symlinks=False).st_mode)
-                    _chmod_nofollow(at.dir_fd, at.name, now & ~0o300 | mode & 0o300)
+                    _chmod_nofollow(at.name, now & ~0o300 | mode & 0o300, dir_fd=at.dir_fd)
         self.paths.forget(path)
         self.paths.remember_dir(path, lower, iv)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from typing import Any
 
 from strongroom.fs import names
 
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 CACHE_ENTRIES = 4096  # bound on cached directories (with their tweaks); names get 4x as many
 
 
@@ -105,14 +107,15 @@ class Resolver:
         key = (iv, leaf)
         hit = self._names.get(key)
         if hit is None:
+            raw = leaf.encode(_FS_ENCODING, _FS_ERRORS)  # os.fsencode, without its frame
             try:
-                hit = self.cipher.lower_name(os.fsencode(leaf), iv)
+                hit = self.cipher.lower_name(raw, iv)
             except names.BadName:
-                code = errno.ENAMETOOLONG if len(os.fsencode(leaf)) > 255 else errno.EINVAL
+                code = errno.ENAMETOOLONG if len(raw) > 255 else errno.EINVAL
                 raise OSError(code, os.strerror(code)) from None
             with self._lock:
                 self._names.put(key, hit)
-                self._plain.put((iv, hit[1] or hit[0]), os.fsencode(leaf))
+                self._plain.put((iv, hit[1] or hit[0]), raw)
         return lower_parent, iv, hit[0], hit[1]
 
     def plain(self, encrypted: str, iv: bytes) -> bytes:
