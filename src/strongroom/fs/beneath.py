@@ -91,7 +91,8 @@ def _normal(path: str) -> bool:
     return "//" not in path and "/./" not in path and "/../" not in path and not path.endswith(("/.", "/..", "/"))
 
 
-DIR_CACHE = 32  # parent directories kept open (a tar or rm -rf works in a few at a time)
+DIR_CACHE = 128  # parent directories kept open (a tar or rm -rf works in a few at a time; a
+# deep tree's walk returns to a directory after more than a few dozen others)
 DIR_CACHE_S = 1.0  # how long one is trusted without looking again
 
 
