@@ -152,3 +152,20 @@ def test_no_symlink_is_followed_on_the_way(tmp_path: Path) -> None:
         b.path(str(tmp_path / "outside" / "x"))
     assert caught.value.errno == errno.EXDEV
     b.close()
+
+
+def test_without_openat2_the_walk_refuses_a_symlink_on_the_way(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(beneath, "_has_openat2", False)  # an old kernel: one component at a time
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "a" / "b").mkdir(parents=True)
+    outside.mkdir()
+    (root / "a" / "c").symlink_to(outside)
+    b = Beneath(str(root), Clock())
+    with b.path(str(root / "a" / "b" / "x")) as at:
+        _make(root, at.name, at)
+    assert (root / "a" / "b" / "x").exists()
+    with pytest.raises(OSError) as caught:
+        b.path(str(root / "a" / "c" / "d" / "f"))
+    assert caught.value.errno == errno.ELOOP
+    assert not list(outside.iterdir())
+    b.close()

@@ -186,10 +186,9 @@ class Enforcer:
 
     # -- rules ---------------------------------------------------------------------------
     def _reload(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._checked < RELOAD_CHECK_S:
-            return
-        self._checked = now
+        """Look at the rules file now (``active`` decides when); read it again if it changed,
+        or always with ``force``."""
+        self._checked = time.monotonic()
         try:
             st = (self.volume / RULES_FILE).stat()
             stamp: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
@@ -213,8 +212,7 @@ class Enforcer:
 
     @property
     def active(self) -> bool:
-        # Asked on every request of the mount: the reload's own clock check is inlined, so the
-        # common answer costs one call.
+        # Asked on every request of the mount: the common answer costs this one call.
         if time.monotonic() - self._checked >= RELOAD_CHECK_S:
             self._reload()
         return self._enforcing

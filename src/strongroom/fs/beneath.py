@@ -58,7 +58,7 @@ def _openat2(root_fd: int, rel: str) -> int:
     raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN), rel)
 
 
-def _walk(root_fd: int, rel: str, flags: int) -> int:
+def _walk(root_fd: int, rel: str) -> int:
     """openat2's guarantee without it: one component at a time, never following a symlink."""
     fd = os.dup(root_fd)
     try:
@@ -67,7 +67,7 @@ def _walk(root_fd: int, rel: str, flags: int) -> int:
                 continue
             if part == "..":
                 raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), rel)
-            nxt = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            nxt = _open_child(fd, part)
             os.close(fd)
             fd = nxt
     except BaseException:
@@ -147,7 +147,7 @@ class Beneath:
                 if e.errno != errno.ENOSYS:
                     raise
                 _has_openat2 = False
-        return _walk(self.root_fd, rel, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        return _walk(self.root_fd, rel)
 
     def path(self, lower: str) -> Entry:
         """The lower entry ``lower`` as (a pinned directory, a name in it), valid inside the
