@@ -98,8 +98,11 @@ class VolumeOps:
         # the mount, where requests have a caller.
         self.creds: CallerCredentials | None = None
         # On a mount: the names of hard-linked files the kernel caches (links.py), and how to make
-        # the kernel drop what it caches for one name.
+        # the kernel drop what it caches for one name: its attributes, at once (None: not
+        # possible without fuseio.c, so queued with the pages), and its pages, queued for the
+        # notifier's thread (notify.py), since the kernel waits for page locks first.
         self.links: HardLinkNames | None = None
+        self.invalidate_attrs: Callable[[str], object] | None = None
         self.invalidate: Callable[[str], object] = _ignore
         # libfuse's hidden name of an open, unlinked file -> the daemon's descriptor of it
         self._hidden: dict[str, int] = {}
@@ -180,15 +183,21 @@ class VolumeOps:
             self.links.seen((st.st_dev, st.st_ino), path)
         return st, self.entries.reported_size(st, lower)
 
-    def _changed(self, key: Key | None, *through: str | None) -> None:
-        """A file changed through the names ``through``: the kernel drops what it caches for its
-        other names (hard links).  Called holding no lock: the kernel may wait for a request on
-        one of those names to be answered first."""
+    def _changed(self, key: Key | None, *through: str | None, content: bool = False) -> None:
+        """A file changed through the names ``through`` (its ``content`` too, or only its
+        attributes): the kernel drops what it caches for its other names (hard links).
+        Attributes are dropped before this request is answered, so stat through any name is
+        exact at once; pages only through the notifier's queue, because the kernel waits for
+        their locks and writeback, which may wait on this very request (notify.py)."""
         links = self.links
         if links is None or key is None or key not in links.files:  # one name: nothing to tell
             return
+        attrs = self.invalidate_attrs
         for other in links.others(key, *(p for p in through if p is not None)):
-            self.invalidate(other)
+            if attrs is not None:
+                attrs(other)
+            if content or attrs is None:
+                self.invalidate(other)
 
     def _changed_path(self, path: str) -> None:
         links = self.links
@@ -515,7 +524,7 @@ class VolumeOps:
         if self.kill_requested():
             _drop_setid(h.fd)
         n = self.io.write(h, memoryview(data), offset)
-        self._changed(h.key, path)
+        self._changed(h.key, path, content=True)
         return n
 
     def truncate(self, path: str, length: int, fh: int | None = None) -> int:
@@ -533,7 +542,7 @@ class VolumeOps:
         if self.kill_requested():  # a truncate, or an open with O_TRUNC
             _drop_setid(h.fd)
         self.io.truncate(h, length)
-        self._changed(h.key, path)
+        self._changed(h.key, path, content=True)
         return 0
 
     def fallocate(self, path: str, mode: int, offset: int, length: int, fh: int) -> int:
@@ -545,7 +554,7 @@ class VolumeOps:
             raise os_error(errno.EOPNOTSUPP)
         h = self.io.get(fh)
         self.io.allocate(h, mode, offset, length)
-        self._changed(h.key, path)
+        self._changed(h.key, path, content=True)
         return 0
 
     def lseek(self, path: str, offset: int, whence: int, fh: int) -> int:

@@ -6,6 +6,8 @@
  *     each request's "clear set-id bits" flag is kept for the thread serving it;
  *   - SR_BATON, the reader baton (baton.c): which of libfuse's threads reads the next request.
  * and, with either, a GETXATTR of a name outside user.* is answered here (answer_here).
+ * Always: an invalidation sent by sr_fuseio_invalidate_attrs leaves the kernel's pages alone
+ * (keep_pages), so a thread serving a request may send it without waiting on any page lock.
  *
  * The two I/O functions are exported (sr_fuseio_read, sr_fuseio_writev) so tests can drive them
  * on a socket pair, without a kernel mount; sr_fuseio_reset prepares them for that.
@@ -48,6 +50,10 @@ extern struct fuse_context *fuse_get_context(void);
 extern struct fuse_session *fuse_get_session(struct fuse *f);
 extern int fuse_session_fd(struct fuse_session *se);
 extern int fuse_session_custom_io(struct fuse_session *se, const struct fuse_custom_io *io, int fd);
+extern int fuse_invalidate_path(struct fuse *f, const char *path);
+
+static struct fuse *mounted; /* the session's struct fuse, from install */
+static __thread int attrs_only; /* this thread is sending an attributes-only invalidation */
 
 static int features; /* SR_SETID | SR_BATON, set before the session's first read */
 
@@ -120,9 +126,45 @@ ssize_t sr_fuseio_read(int fd, void *buf, size_t len, void *userdata)
 	return n;
 }
 
+/* libfuse's fuse_invalidate_path always asks the kernel to drop the inode's pages too
+ * (offset 0), and the kernel then waits for every page lock and writeback of that inode, which
+ * may wait for a WRITE the daemon has yet to answer.  An offset below zero makes the kernel drop
+ * the attributes alone (fuse_reverse_inval_inode), under spinlocks only. */
+static void keep_pages(struct iovec *iov, int count)
+{
+	struct fuse_out_header h;
+	struct fuse_notify_inval_inode_out arg;
+
+	if (count < 2 || iov[0].iov_len < sizeof h || iov[1].iov_len < sizeof arg)
+		return;
+	memcpy(&h, iov[0].iov_base, sizeof h);
+	if (h.unique != 0 || h.error != FUSE_NOTIFY_INVAL_INODE)
+		return;
+	memcpy(&arg, iov[1].iov_base, sizeof arg);
+	arg.off = -1;
+	arg.len = 0;
+	memcpy(iov[1].iov_base, &arg, sizeof arg);
+}
+
+/* Make the kernel drop the attributes (never the pages) it caches for a path; safe from a thread
+ * serving a request.  0, or a negative errno (-ENOENT: the kernel holds no inode for it). */
+int sr_fuseio_invalidate_attrs(const char *path)
+{
+	int r;
+
+	if (mounted == NULL)
+		return -ENODEV;
+	attrs_only = 1;
+	r = fuse_invalidate_path(mounted, path);
+	attrs_only = 0;
+	return r;
+}
+
 ssize_t sr_fuseio_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	(void)userdata;
+	if (attrs_only)
+		keep_pages(iov, count);
 	if (features & SR_SETID)
 		sr_setid_before_reply(iov, count);
 	return writev(fd, iov, count);
@@ -143,7 +185,8 @@ int sr_fuseio_reset(int wanted)
 }
 
 /* Called from the file system's init callback: on libfuse's thread answering INIT, before the
- * reply is written.  Returns 0 or a negative errno from libfuse. */
+ * reply is written; `wanted` may be 0 (the I/O still goes through here, for keep_pages).
+ * Returns 0 or a negative errno from libfuse. */
 int sr_fuseio_install(int wanted)
 {
 	struct fuse_context *c = fuse_get_context();
@@ -151,6 +194,7 @@ int sr_fuseio_install(int wanted)
 	if (c == NULL || c->fuse == NULL)
 		return -EINVAL;
 	sr_fuseio_reset(wanted);
+	mounted = c->fuse;
 	struct fuse_session *se = fuse_get_session(c->fuse);
 	return fuse_session_custom_io(se, &io, fuse_session_fd(se));
 }

@@ -8,6 +8,9 @@ libsrfuseio.so), each part switched on or off when the mount starts:
   stream of small requests stays on one thread instead of handing Python's GIL from thread to
   thread.
 
+Whenever the build is there, the session's I/O is fuseio.c's, which also lets a request's thread
+tell the kernel to drop a path's attributes without touching its pages (``attrs_invalidator``).
+
 Without the build, or with both off, libfuse does its own I/O: the mount behaves the same, a
 little slower."""
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,8 +26,9 @@ from typing import Any
 from strongroom import helpers
 
 LIBRARY = Path(__file__).with_name("libsrfuseio.so")
-ABI = 2  # SR_FUSEIO_ABI in fuseio.h
+ABI = 3  # SR_FUSEIO_ABI in fuseio.h
 SETID, BATON = 1, 2  # SR_SETID, SR_BATON in fuseio.h
+ATTRS = 4  # not a part: the I/O is fuseio.c's, so attrs_invalidator() works
 FUSE_CAP_SPLICE_READ = 1 << 9
 KILLPRIV_V2_MINOR = 33  # protocol 7.33 (Linux 5.11) added FUSE_HANDLE_KILLPRIV_V2
 
@@ -55,12 +60,31 @@ def install(conn: Any, setid: bool = True, baton: bool = True) -> int:
     kill_requested() says so."""
     so = _lib()
     wanted = (SETID if setid and conn.proto_minor >= KILLPRIV_V2_MINOR else 0) | (BATON if baton else 0)
-    if so is None or not wanted:
+    if so is None:
         return 0
     # Spliced requests would bypass fuseio.c's read; they bring nothing here anyway, since the
     # path-based API copies every request into memory for Python.
     conn.want &= ~FUSE_CAP_SPLICE_READ
-    return wanted if so.sr_fuseio_install(wanted) == 0 else 0
+    return wanted | ATTRS if so.sr_fuseio_install(wanted) == 0 else 0
+
+
+def attrs_invalidator() -> Callable[[str], int] | None:
+    """A function making the kernel drop the attributes, and only those, that it caches for a
+    plaintext path (0, or a negative errno); None without the build.  Safe from a thread serving
+    a request, unlike libfuse's own invalidation, which also drops pages and so waits for their
+    locks (notify.py).  Called through a handle that releases the GIL: the kernel may still have
+    to wait for an inode being freed."""
+    if _lib() is None:
+        return None
+    fn = ctypes.CDLL(str(LIBRARY)).sr_fuseio_invalidate_attrs
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_char_p]
+    encode = os.fsencode
+
+    def invalidate(path: str) -> int:
+        return int(fn(encode(path)))
+
+    return invalidate
 
 
 def patched() -> bool:

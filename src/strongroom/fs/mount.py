@@ -18,6 +18,7 @@ from strongroom.fs.creds import CallerCredentials
 from strongroom.fs.fuse_ops import VolumeOps
 from strongroom.fs.keys import VolumeKeys
 from strongroom.fs.links import HardLinkNames
+from strongroom.fs.notify import Notifier
 
 os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")  # mfusepy would take libfuse2 if it were installed
 
@@ -114,6 +115,7 @@ class _Ops(VolumeOps):
     attr_timeout = TIMEOUT
     entry_timeout = TIMEOUT
     served = False
+    notifier: Notifier | None = None  # sends the kernel its invalidations, apart from requests
     warm: Any = None  # a warm.KeepWarm while the mount keeps a CPU awake
     setid_shim = True  # clear set-id bits in the daemon, sparing the kernel's checks (fuseio.py)
     reader_baton = True  # one libfuse thread reads requests at a time (fuseio.py)
@@ -138,7 +140,10 @@ class _Ops(VolumeOps):
             config.attr_timeout = self.attr_timeout
             config.negative_timeout = self.entry_timeout
             config.use_ino = 1
-        self.invalidate = _invalidator()
+        self.notifier = Notifier(_invalidator())
+        self.invalidate = self.notifier.post
+        if self.io_parts & fuseio.ATTRS:
+            self.invalidate_attrs = fuseio.attrs_invalidator()
         self.served = True
         threading.Thread(target=_after_mount, args=(self.mountpoint, self.io_parts), daemon=True).start()
         if self.on_mounted is not None:
@@ -148,8 +153,9 @@ class _Ops(VolumeOps):
 def _invalidator() -> Callable[[str], object]:
     """From the init callback: a function making the kernel drop the attributes and pages it
     caches for a plaintext path (libfuse's fuse_invalidate_path; a no-op for a path the kernel
-    holds no inode for).  A CDLL call: the GIL is released while the kernel waits, if it must, for
-    a request on that name to be answered by another thread."""
+    holds no inode for).  Called by the notifier's thread alone (notify.py), never while serving
+    a request: the kernel may wait for requests on that name to be answered first.  A CDLL call:
+    the GIL is released while it waits."""
     import ctypes
 
     import mfusepy
