@@ -104,6 +104,67 @@ def test_children_only_with_children(vol: Mount) -> None:
     assert _refused(_run(CAT, str(vol.mnt / "db" / "data")))  # cat on its own is still refused
 
 
+def test_children_are_pinned_by_path_and_hash(vol: Mount, tmp_path: Path) -> None:
+    """A listed child whose bytes changed, or an unlisted process between the child and the
+    program, is refused; so are children an older Strongroom named by path alone, until
+    update-fingerprints pins them."""
+    tool = tmp_path / "tool"
+    shutil.copy2(CAT, tool)
+    _acl(vol, "add", str(vol.lower), "--allow", BASH, "--mode", "r", "--children", str(tool))
+    vol.start()
+    script = f"{tool} {vol.mnt}/db/data; true"
+    r = _run(BASH, "-c", script)
+    assert r.returncode == 0 and r.stdout == "secret rows\n", r.stderr
+    shutil.copy2(HEAD, tool)  # same path, other bytes
+    assert "Permission denied" in _run(BASH, "-c", script).stderr
+    shutil.copy2(CAT, tool)
+    assert _run(BASH, "-c", script).returncode == 0
+    # bash -> python -> tool: python sits between them unpinned
+    via = f"import subprocess; subprocess.run([{str(tool)!r}, {str(vol.mnt / 'db' / 'data')!r}])"
+    assert "Permission denied" in _run(BASH, "-c", f"{PYTHON} -c {json.dumps(via)}; true").stderr
+    vol.stop()
+    # rules as an older Strongroom wrote them: children by path alone, never matched
+    key = config.VolumeConfig.load(vol.lower).unlock_passphrase("volume passphrase").rules_mac
+    rules = acl.load_rules(vol.lower, key)
+    assert rules is not None
+    rules.rules = [acl.Rule(id="r1", program=BASH, sha256=acl.sha256_file(BASH), mode="r", children=[CAT])]
+    acl.save_rules(vol.lower, key, rules)
+    vol.start()
+    assert "Permission denied" in _run(BASH, "-c", f"cat {vol.mnt}/db/data; true").stderr
+    assert "names children by path alone" in vol.log.read_text()
+    r = cli("acl", "update-fingerprints", str(vol.mnt), "--yes", "--json", "--passphrase-file", str(vol.pwfile))
+    out = json.loads(r.stdout)
+    assert out["applied"] and [c["program"] for c in out["changes"]] == [CAT]
+    time.sleep(acl.RELOAD_CHECK_S + 0.2)
+    r = _run(BASH, "-c", f"cat {vol.mnt}/db/data; true")
+    assert r.returncode == 0 and r.stdout == "secret rows\n", r.stderr
+
+
+def test_rules_written_before_pinned_children_still_verify(tmp_path: Path) -> None:
+    rs = acl.RuleSet(rules=[acl.Rule(id="r1", program=CAT, sha256="0" * 64, children=[HEAD])], serial=3)
+    old = json.dumps(  # the canonical form before pinned_children existed
+        {
+            "mode": "enforcing",
+            "rules": [
+                {
+                    "id": "r1",
+                    "program": CAT,
+                    "sha256": "0" * 64,
+                    "path": "**",
+                    "mode": "rw",
+                    "uid": None,
+                    "args_prefix": [],
+                    "children": [HEAD],
+                }
+            ],
+            "serial": 3,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    ).encode()
+    assert rs.canonical() == old
+
+
 def test_tampered_rules_refuse_the_mount_and_everything_while_mounted(vol: Mount) -> None:
     _acl(vol, "add", str(vol.lower), "--allow", CAT, "--mode", "r")
     rules = vol.lower / acl.RULES_FILE

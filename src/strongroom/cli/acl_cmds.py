@@ -61,7 +61,10 @@ def _show(rules: Any, as_json: bool) -> None:
                 [
                     f" uid={r['uid']}" if r["uid"] is not None else "",
                     f" args={' '.join(r['args_prefix'])}" if r["args_prefix"] else "",
-                    f" children={','.join(r['children'])}" if r["children"] else "",
+                    f" children={','.join(f'{c} ({d[:16]})' for c, d in r['pinned_children'].items())}"
+                    if r["pinned_children"]
+                    else "",
+                    f" unpinned-children={','.join(r['children'])} (refused: run update-fingerprints)" if r["children"] else "",
                 ]
             )
             click.echo(f"{r['id']}: {r['program']} ({r['sha256'][:16]}) {r['mode']} {r['path']}{extra}")
@@ -79,7 +82,11 @@ def _show(rules: Any, as_json: bool) -> None:
 @click.option("--mode", type=click.Choice(["r", "rw"]), default="rw", show_default=True)
 @click.option("--uid", type=int, help="Only when running as this uid.")
 @click.option("--args-prefix", multiple=True, help="argv[1:] must start with these (an interpreter's script), repeatable.")
-@click.option("--children", multiple=True, help="Programs let in when started (directly or not) by this one, repeatable.")
+@click.option(
+    "--children",
+    multiple=True,
+    help="Programs let in when started (directly or not) by this one, pinned by path and SHA-256 now, repeatable.",
+)
 @passphrase_option
 @profile_option
 @json_option
@@ -114,6 +121,11 @@ def acl_add(
         digest = acl_mod.sha256_file(real)
     elif len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest.lower()):
         raise CliError("--sha256 takes auto or 64 hex digits")
+    pinned = {}
+    for c in children:
+        if not os.path.isabs(c) or not os.path.isfile(c):
+            raise CliError(f"{c}: give the absolute path of an existing program for --children")
+        pinned[os.path.realpath(c)] = acl_mod.sha256_file(os.path.realpath(c))
     volume, key, rules = _open_rules(target, passphrase_file, profile, servers)
     ids = [int(r.id[1:]) for r in rules.rules if r.id[1:].isdigit()]
     rule = acl_mod.Rule(
@@ -124,7 +136,7 @@ def acl_add(
         mode=mode,
         uid=uid,
         args_prefix=list(args_prefix),
-        children=[os.path.realpath(c) for c in children],
+        pinned_children=pinned,
     )
     rules.rules.append(rule)
     acl_mod.save_rules(volume, key, rules)
@@ -216,22 +228,34 @@ def acl_update(
     volume, key, rules = _open_rules(target, passphrase_file, profile, servers)
     changes = []
     for r in rules.rules:
-        try:
-            now = acl_mod.sha256_file(r.program)
-        except OSError as e:
-            changes.append({"id": r.id, "program": r.program, "old": r.sha256, "new": None, "error": e.strerror})
-            continue
-        if now != r.sha256:
-            changes.append({"id": r.id, "program": r.program, "old": r.sha256, "new": now})
+        # the program, its pinned children, and children an older Strongroom named by path alone
+        listed = [(r.program, r.sha256, None), *((c, d, "child") for c, d in r.pinned_children.items())]
+        listed += [(c, "", "child") for c in r.children]
+        for program, old, role in listed:
+            change: dict[str, Any] = {"id": r.id, "program": program, "old": old, "child": role is not None}
+            try:
+                now = acl_mod.sha256_file(program)
+            except OSError as e:
+                changes.append({**change, "new": None, "error": e.strerror})
+                continue
+            if now != old:
+                changes.append({**change, "new": now})
     if not as_json:
         for c in changes:
-            click.echo(f"{c['id']}: {c['program']}: {c['old'][:16]} -> {(c['new'] or 'missing: ' + c.get('error', ''))[:16]}")
+            was = c["old"][:16] or "path only"
+            click.echo(f"{c['id']}: {c['program']}: {was} -> {(c['new'] or 'missing: ' + c.get('error', ''))[:16]}")
         if not changes:
             click.echo("no program changed")
     if changes and (yes or (not as_json and click.confirm("re-pin these?"))):
         for c in changes:
             if c["new"]:
-                next(r for r in rules.rules if r.id == c["id"]).sha256 = c["new"]
+                r = next(r for r in rules.rules if r.id == c["id"])
+                if not c["child"]:
+                    r.sha256 = c["new"]
+                else:
+                    r.pinned_children[c["program"]] = c["new"]
+                    if c["program"] in r.children:
+                        r.children.remove(c["program"])
         acl_mod.save_rules(volume, key, rules)
     if as_json:
         click.echo(json.dumps({"changes": changes, "applied": bool(changes and yes)}))

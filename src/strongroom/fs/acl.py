@@ -50,7 +50,19 @@ class Rule:
     mode: str = "rw"  # r or rw
     uid: int | None = None
     args_prefix: list[str] = field(default_factory=list)  # argv[1:] must start with these
-    children: list[str] = field(default_factory=list)  # programs let in when descended from `program`
+    # Programs let in when descended from `program`, each pinned like it: path -> SHA-256.
+    pinned_children: dict[str, str] = field(default_factory=dict)
+    # Children named by path alone, as older Strongroom wrote them: never matched (a path is no
+    # identity), kept so the rules' MAC still verifies; `acl update-fingerprints` pins them.
+    children: list[str] = field(default_factory=list)
+
+    def canonical(self) -> dict[str, Any]:
+        """The rule as its MAC covers it: a field added later is left out while empty, so rules
+        written before it keep verifying."""
+        out = asdict(self)
+        if not out["pinned_children"]:
+            del out["pinned_children"]
+        return out
 
     def covers(self, rel_path: str, write: bool = False) -> bool:
         """Whether the rule reaches ``rel_path``; the directories above its scope may be looked up
@@ -71,7 +83,7 @@ class RuleSet:
 
     def canonical(self) -> bytes:
         return json.dumps(
-            {"mode": self.mode, "rules": [asdict(r) for r in self.rules], "serial": self.serial},
+            {"mode": self.mode, "rules": [r.canonical() for r in self.rules], "serial": self.serial},
             sort_keys=True,
             separators=(",", ":"),
         ).encode()
@@ -204,6 +216,14 @@ class Enforcer:
             if self.broken is not None:
                 log.warning("access rules verify again (serial %s)", self.floor)
             self.broken = None
+            for r in [] if self.rules is None else self.rules.rules:
+                if r.children:
+                    log.warning(
+                        "rule %s names children by path alone (%s); they are refused until "
+                        "`strongroom acl update-fingerprints` pins them by hash",
+                        r.id,
+                        ", ".join(r.children),
+                    )
         except AclError as e:
             self.rules = None
             self.broken = str(e)
@@ -318,11 +338,13 @@ class Enforcer:
             return False
         if c.exe == r.program and c.sha256 == r.sha256:
             return list(c.argv[1 : 1 + len(r.args_prefix)]) == r.args_prefix
-        if c.exe in r.children:  # a listed child: its parents up to the program must be listed children too
+        pinned = r.pinned_children
+        if pinned and pinned.get(c.exe) == c.sha256:
+            # a listed child, by path and hash: so must be every process between it and the program
             for exe, digest in c.ancestors:
                 if exe == r.program and digest == r.sha256:
                     return True
-                if exe not in r.children:
+                if pinned.get(exe) != digest:
                     return False
         return False
 
