@@ -28,6 +28,7 @@ from typing import Any
 
 from strongroom.fs import config, durable, procid
 from strongroom.fs.names import b64u
+from strongroom.fs.ratelog import RateLimitedLog
 
 RULES_FILE = "strongroom.acl.json"
 MODES = ("enforcing", "permissive", "off")
@@ -191,6 +192,10 @@ class Enforcer:
         self._stamp: tuple[int, int, int] | None = None
         self._checked = 0.0
         self.learn_log = learn_log
+        self._ratelog = RateLimitedLog(log)
+        # Pids from FUSE are the mount's pid namespace's; /proc must be that namespace's too, or
+        # a pid would be looked up as some other process (fail closed: see _unidentified).
+        self.proc_is_ours = procid.proc_is_ours()
         self.broken: str | None = None
         self.rules: RuleSet | None = None
         self._enforcing = False
@@ -290,8 +295,10 @@ class Enforcer:
         """May process ``pid`` reach ``rel_path`` (read, or write too)?  Logs denials."""
         if not self.active:
             return True
+        if pid <= 0 or not self.proc_is_ours:
+            return self._unidentified(pid)
         if self.broken is not None:
-            log.warning("denied pid %d: access rules do not verify", pid)
+            self._ratelog(logging.WARNING, "broken", "denied pid %d: access rules do not verify", pid)
             if self.reporter is not None:  # the audit says why, once per program and directory
                 c = self.caller(pid)
                 if c is not None:
@@ -323,6 +330,20 @@ class Enforcer:
             # keyed by the process's identity and the rules' serial, never pid alone
             self._verdicts[vkey] = (verdict, None if matched else c)
         return verdict
+
+    def _unidentified(self, pid: int) -> bool:
+        """A caller the daemon cannot identify: denied (allowed in permissive mode), never let
+        through unchecked.  FUSE reports pid 0 for a process outside the pid namespace the mount
+        was made in (a daemon in a container, serving the host through a shared mount); and a
+        /proc of another pid namespace would name another process by that pid."""
+        if not self.proc_is_ours:
+            why = "/proc is not this pid namespace's (mount a proc of the daemon's own namespace)"
+        else:
+            why = "the caller is outside the daemon's pid namespace (FUSE reports pid 0)"
+        permissive = self.broken is None and self.rules is not None and self.rules.mode == "permissive"
+        verb = "would deny" if permissive else "denied"
+        self._ratelog(logging.WARNING, ("unidentified", why), "%s a request whose caller cannot be identified: %s", verb, why)
+        return permissive
 
     def _report(self, c: Caller, rel_path: str, write: bool) -> None:
         if self.reporter is not None and self.rules is not None:

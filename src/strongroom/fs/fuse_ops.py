@@ -118,8 +118,9 @@ class VolumeOps:
         if acl is None or path is None or self.context is None or not acl.active:
             return
         pid = self.context()[2]
-        if pid in (0, self._self_pid):  # the kernel's own requests, the daemon's
+        if pid == self._self_pid:  # the daemon's own requests
             return
+        # pid 0 (a caller outside the mount's pid namespace) is the Enforcer's to refuse
         if not acl.allowed(pid, path.lstrip("/"), write):
             raise os_error(errno.EACCES)
 

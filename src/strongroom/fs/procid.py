@@ -72,6 +72,15 @@ def identity_py(pid: int) -> tuple[int, ...] | None:
     return (pid, start, est.st_dev, est.st_ino, est.st_size, est.st_mtime_ns, est.st_ctime_ns, uid, ppid)
 
 
+def proc_is_ours() -> bool:
+    """Whether /proc shows this process's pid namespace (as it does unless the daemon was moved
+    into a new one, or handed another's /proc, without mounting its own)."""
+    try:
+        return int(os.readlink("/proc/self")) == os.getpid()
+    except (OSError, ValueError):
+        return False
+
+
 class Tracker:
     """Identities of the processes seen lately, re-checked cheaply.
 
