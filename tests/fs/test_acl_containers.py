@@ -4,7 +4,6 @@ which the daemon once took for the kernel's own request and let through unchecke
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
