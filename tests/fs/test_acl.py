@@ -407,3 +407,26 @@ def test_rules_added_to_a_live_mount_without_rules_are_enforced_at_once(vol: Mou
     assert _refused(_run(PYTHON, "-c", f"open({data!r}).read()"))
     assert _refused(_run(LS, str(vol.mnt / "db")))
     assert _run(CAT, data).returncode == 0
+
+
+def test_relative_volume_and_mount_point_work_as_absolute_ones(vol: Mount) -> None:
+    """The daemon leaves its working directory once mounted: relative paths are resolved at start,
+    or the rules would look missing at the next reload and everyone would be denied."""
+    _acl(vol, "add", str(vol.lower), "--allow", CAT, "--mode", "r")
+    cwd = vol.lower.parent
+    r = subprocess.run(
+        [sys.executable, "-m", "strongroom.cli.main", "fs", "mount", vol.lower.name, vol.mnt.name]
+        + ["--passphrase-file", vol.pwfile.name],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    try:
+        time.sleep(3 * acl.RELOAD_CHECK_S)  # past a reload of the rules
+        r2 = _run(CAT, "vol.mnt/db/data", cwd=cwd)
+        assert r2.returncode == 0 and r2.stdout == "secret rows\n", r2.stderr
+        assert _refused(_run(HEAD, "vol.mnt/db/data", cwd=cwd))
+    finally:
+        cli("fs", "umount", str(vol.mnt))

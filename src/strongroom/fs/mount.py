@@ -239,6 +239,9 @@ def run(
     the two parts of the compiled /dev/fuse I/O (fuseio.py), each on unless switched off."""
     from strongroom.fs import acl
 
+    # Resolved once, here: libfuse leaves the working directory once mounted, and every path
+    # kept below (the volume, its rules file, the mount point) must mean what it meant now.
+    volume, mountpoint = Path(os.path.realpath(volume)), Path(os.path.realpath(mountpoint))
     if not mountpoint.is_dir():
         raise MountError(f"{mountpoint} is not a directory")
     if (where := volume_mounted(volume)) is not None:
