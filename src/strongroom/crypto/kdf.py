@@ -9,15 +9,41 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.argon2 import Argon2id
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+# The parameters any stored config or seal may ask for (FORMAT.md §1): outside them it is
+# refused before any work, so a tampered file cannot make an unlock take gigabytes or hours.
+MEMORY_KIB_MAX = 1 << 20  # 1 GiB: 16x the default
+ITERATIONS_MAX = 16  # with the most memory, tens of seconds at worst
+LANES_MAX = 16
+SALT_BYTES = (8, 64)
+
+
+class KdfParamsError(ValueError):
+    """Argon2id parameters outside the documented bounds."""
+
+
+def _whole(value: object, what: str, low: int, high: int) -> int:
+    # A JSON integer only: int() would take "٣" or " 3", and bool is an int subclass.
+    if type(value) is not int or not low <= value <= high:
+        raise KdfParamsError(f"Argon2id {what} must be a whole number from {low} to {high}, not {value!r}")
+    return value
+
 
 @dataclass(frozen=True)
 class Argon2Params:
-    """Argon2id cost parameters, stored next to whatever they protect."""
+    """Argon2id cost parameters, stored next to whatever they protect; checked against the bounds
+    above whenever made (KdfParamsError)."""
 
     salt: bytes
     memory_kib: int = 65536
     iterations: int = 3
     lanes: int = 4
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.salt, bytes) or not SALT_BYTES[0] <= len(self.salt) <= SALT_BYTES[1]:
+            raise KdfParamsError(f"Argon2id salt must be {SALT_BYTES[0]} to {SALT_BYTES[1]} bytes")
+        lanes = _whole(self.lanes, "lanes", 1, LANES_MAX)
+        _whole(self.iterations, "iterations", 1, ITERATIONS_MAX)
+        _whole(self.memory_kib, "memory (KiB)", 8 * lanes, MEMORY_KIB_MAX)
 
     @classmethod
     def fresh(cls, memory_kib: int | None = None, iterations: int | None = None) -> Argon2Params:
@@ -39,10 +65,12 @@ class Argon2Params:
         try:
             return cls(
                 salt=bytes.fromhex(str(d["salt"])),
-                memory_kib=int(d["memory_kib"]),  # type: ignore[call-overload]
-                iterations=int(d["iterations"]),  # type: ignore[call-overload]
-                lanes=int(d["lanes"]),  # type: ignore[call-overload]
+                memory_kib=d["memory_kib"],  # type: ignore[arg-type]  # checked in __post_init__
+                iterations=d["iterations"],  # type: ignore[arg-type]
+                lanes=d["lanes"],  # type: ignore[arg-type]
             )
+        except KdfParamsError:
+            raise
         except (KeyError, ValueError, TypeError) as e:
             raise ValueError(f"bad Argon2id parameters: {e}") from None
 

@@ -26,11 +26,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from strongroom.fs import config, durable, procid
+from strongroom.fs import config, durable, procid, sidecar
 from strongroom.fs.names import b64u
 from strongroom.fs.ratelog import RateLimitedLog
 
 RULES_FILE = "strongroom.acl.json"
+RULES_MAX = 4 << 20  # bytes: thousands of rules
 MODES = ("enforcing", "permissive", "off")
 MAC_AD = b"strongroom/v1/acl\x00"
 RELOAD_CHECK_S = 0.5
@@ -97,9 +98,12 @@ def load_rules(volume: Path, key: bytes) -> RuleSet | None:
     """The volume's rules, verified; None when it has none; AclError when they do not verify."""
     path = volume / RULES_FILE
     try:
-        raw = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
+        data = sidecar.read_bounded(path, RULES_MAX)
+        if data is None:
+            return None
+        raw = json.loads(data)
+    except sidecar.UnsafeFile as e:
+        raise AclError(f"{RULES_FILE} {e.why}") from None
     except (OSError, ValueError) as e:
         raise AclError(f"{RULES_FILE} is unreadable ({type(e).__name__})") from None
     try:

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from strongroom.crypto.kdf import Argon2Params, passphrase_key
-from strongroom.fs import durable, keys
+from strongroom.crypto.kdf import Argon2Params, KdfParamsError, passphrase_key
+from strongroom.fs import durable, keys, sidecar
 from strongroom.fs.names import LONG_NAME_MAX, b64u, unb64u
 
 CONFIG = "strongroom.volume.json"
+CONFIG_MAX = 1 << 20  # bytes: a config is a few KiB
 FORMAT = "strongroom-volume"
 VERSION = 4  # what new volumes are written as
 # version 1: every directory stores its tweak (FORMAT.md §6); before version 3, files have no
@@ -55,7 +56,9 @@ def passphrase_source_key(source: dict[str, Any], passphrase: str) -> bytes:
     """The source key of a passphrase key source: Argon2id with the parameters stored in it."""
     try:
         kdf = source["kdf"]
-        params = Argon2Params(unb64u(kdf["salt"]), int(kdf["memory_kib"]), int(kdf["iterations"]), int(kdf["lanes"]))
+        params = Argon2Params(unb64u(kdf["salt"]), kdf["memory_kib"], kdf["iterations"], kdf["lanes"])
+    except KdfParamsError as e:  # before any work: a tampered config cannot ask for 1 TiB or 10^9 passes
+        raise ConfigError(f"passphrase key source refused: {e}") from None
     except (KeyError, TypeError, ValueError):
         raise ConfigError("passphrase key source is corrupt") from None
     return passphrase_key(passphrase, params)
@@ -157,10 +160,16 @@ class VolumeConfig:
     def load(cls, volume: Path) -> VolumeConfig:
         path = volume / CONFIG
         try:
-            raw = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"{volume} is not a Strongroom volume (no {CONFIG})") from None
-        except (OSError, ValueError) as e:
+            data = sidecar.read_bounded(path, CONFIG_MAX)
+        except sidecar.UnsafeFile as e:  # a FIFO would block, a symlink could point anywhere
+            raise ConfigError(f"{path} {e.why}: refused") from None
+        except OSError as e:
+            raise ConfigError(f"{path} is unreadable: {e.strerror}") from None
+        if data is None:
+            raise ConfigError(f"{volume} is not a Strongroom volume (no {CONFIG})")
+        try:
+            raw = json.loads(data)
+        except ValueError as e:
             raise ConfigError(f"{path} is unreadable: {type(e).__name__}") from None
         return cls.from_json(raw, str(path))
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from strongroom.fs import content, names, xattrs
+from strongroom.fs import content, names, sidecar, xattrs
 from strongroom.fs.config import CONFIG
 from strongroom.fs.keys import VolumeKeys
 from strongroom.fs.xattrs import PREFIX as XATTR_PREFIX
@@ -68,15 +68,17 @@ class Checker:
     def _directory(self, lower: Path, plain: str, parent_iv: bytes | None) -> None:
         self.report.directories += 1
         try:
-            iv = (lower / names.DIRIV).read_bytes()
-        except FileNotFoundError as e:
-            if parent_iv is None or not self.derived_tweaks:  # the root, or a version-1 volume
-                self._problem(lower, plain, f"directory tweak unreadable ({e.strerror}): no name in it can be read")
-                return
-            iv = names.derived_diriv(parent_iv, lower.name)
-        except OSError as e:
+            stored = sidecar.read_bounded(lower / names.DIRIV, names.DIRIV_BYTES)
+        except OSError as e:  # a symlink, FIFO, device or oversized file: never read
             self._problem(lower, plain, f"directory tweak unreadable ({e.strerror}): no name in it can be read")
             return
+        if stored is not None:
+            iv = stored
+        elif parent_iv is None or not self.derived_tweaks:  # the root, or a version-1 volume
+            self._problem(lower, plain, "directory tweak unreadable (missing): no name in it can be read")
+            return
+        else:
+            iv = names.derived_diriv(parent_iv, lower.name)
         if len(iv) != names.DIRIV_BYTES:
             self._problem(lower, plain, "directory tweak has the wrong size: no name in it can be read")
             return
@@ -106,7 +108,10 @@ class Checker:
     def _name(self, lower: Path, n: str, iv: bytes) -> str | None:
         try:
             if names.is_long(n):
-                full = (lower / (n + names.LONG_SUFFIX)).read_text()
+                raw = sidecar.read_bounded(lower / (n + names.LONG_SUFFIX), names.LONG_SIDECAR_MAX)
+                if raw is None:
+                    raise names.BadName("its long-name sidecar is missing")
+                full = raw.decode("ascii", "replace")
                 if names.long_name(full) != n:
                     raise names.BadName("the long-name sidecar does not match its entry")
                 return os.fsdecode(self.names.decrypt(full, iv))

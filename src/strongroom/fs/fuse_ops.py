@@ -109,6 +109,9 @@ class VolumeOps:
         # () -> whether the kernel asked, with the request being served, for set-id bits to be
         # cleared; it asks only when the mount took that job over from it (fuseio.py)
         self.kill_requested: Callable[[], int] = _never
+        # () -> whether files with several names may be served without the page cache (the
+        # kernel then still lets them be mapped shared: fuseio.py's direct_mmap)
+        self.links_direct: Callable[[], int] = _never
         self._self_pid = os.getpid()
 
     # -- access control ------------------------------------------------------------------
@@ -446,7 +449,11 @@ class VolumeOps:
         fd = self._open_lower(lower, flags, follow=is_fd)  # /proc/self/fd/N is a (trusted) magic link
         st = os.fstat(fd)
         fh = self.io.add(fd, lower, st, append=bool(flags & os.O_APPEND))
-        if flags & os.O_APPEND and st.st_nlink > 1:
+        # A file with several names is served without the page cache, which the kernel keeps per
+        # name: each read then sees what a write through another name left, at once (the pages
+        # an earlier open left are dropped by the notifier, a moment later).  Without shared
+        # mappings of such files (kernels before 6.6), only its appends are.
+        if st.st_nlink > 1 and (flags & os.O_APPEND or self.links_direct()):
             self.io.handles[fh].direct_io = True
         if flags & os.O_TRUNC and flags & os.O_ACCMODE != os.O_RDONLY:
             if self.kill_requested is _never and st.st_mode & (stat.S_ISUID | stat.S_ISGID) and self._caller_lacks_fsetid():

@@ -6,6 +6,9 @@
  *     each request's "clear set-id bits" flag is kept for the thread serving it;
  *   - SR_BATON, the reader baton (baton.c): which of libfuse's threads reads the next request.
  * and, with either, a GETXATTR of a name outside user.* is answered here (answer_here).
+ *   - SR_DMMAP: the INIT reply carries FUSE_DIRECT_IO_ALLOW_MMAP (protocol 7.39, Linux 6.6),
+ *     which libfuse 3.14 does not know, so files served without the page cache can still be
+ *     mapped shared (the mount serves files with several names that way);
  * Always: an invalidation sent by sr_fuseio_invalidate_attrs leaves the kernel's pages alone
  * (keep_pages), so a thread serving a request may send it without waiting on any page lock.
  *
@@ -53,6 +56,9 @@ extern int fuse_session_custom_io(struct fuse_session *se, const struct fuse_cus
 extern int fuse_invalidate_path(struct fuse *f, const char *path);
 
 static struct fuse *mounted; /* the session's struct fuse, from install */
+static volatile int init_armed; /* SR_DMMAP: the next reply written is the INIT reply */
+static volatile int dmmap; /* it went out with FUSE_DIRECT_IO_ALLOW_MMAP */
+#define SR_DIRECT_IO_ALLOW_MMAP_2 (1u << 4) /* FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36), in flags2 */
 static __thread int attrs_only; /* this thread is sending an attributes-only invalidation */
 
 static int features; /* SR_SETID | SR_BATON, set before the session's first read */
@@ -160,11 +166,39 @@ int sr_fuseio_invalidate_attrs(const char *path)
 	return r;
 }
 
+/* The INIT reply (the first reply after install: the kernel sends nothing else before INIT is
+ * answered).  Installed only when the kernel speaks 7.39 or later; libfuse 3.14's reply is the
+ * 64-byte struct whose flags2 field it leaves zero. */
+static void allow_direct_mmap(struct iovec *iov, int count)
+{
+	struct fuse_out_header h;
+	struct fuse_init_out o;
+
+	init_armed = 0;
+	if (count != 2 || iov[0].iov_len != sizeof h || iov[1].iov_len < offsetof(struct fuse_init_out, flags2) + sizeof(uint32_t))
+		return;
+	memcpy(&h, iov[0].iov_base, sizeof h);
+	memcpy(&o, iov[1].iov_base, offsetof(struct fuse_init_out, flags2) + sizeof(uint32_t));
+	if (h.error != 0 || o.major != FUSE_KERNEL_VERSION)
+		return;
+	o.flags |= FUSE_INIT_EXT;
+	o.flags2 |= SR_DIRECT_IO_ALLOW_MMAP_2;
+	memcpy(iov[1].iov_base, &o, offsetof(struct fuse_init_out, flags2) + sizeof(uint32_t));
+	dmmap = 1;
+}
+
+int sr_fuseio_direct_mmap(void)
+{
+	return dmmap;
+}
+
 ssize_t sr_fuseio_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	(void)userdata;
 	if (attrs_only)
 		keep_pages(iov, count);
+	if (init_armed)
+		allow_direct_mmap(iov, count);
 	if (features & SR_SETID)
 		sr_setid_before_reply(iov, count);
 	return writev(fd, iov, count);
@@ -178,7 +212,9 @@ static const struct fuse_custom_io io = {
 /* The parts in `wanted` switched on, and both parts' state fresh; returns the parts on. */
 int sr_fuseio_reset(int wanted)
 {
-	features = wanted & (SR_SETID | SR_BATON);
+	features = wanted & (SR_SETID | SR_BATON | SR_DMMAP);
+	init_armed = (features & SR_DMMAP) != 0;
+	dmmap = 0;
 	sr_setid_reset();
 	sr_baton_reset();
 	return features;

@@ -11,6 +11,7 @@
 #define SR_FUSEIO_ABI 3 /* sr_fuseio_abi_version(): the entry points' signatures */
 #define SR_SETID 1      /* setid.c: the daemon clears set-id bits (FUSE_HANDLE_KILLPRIV_V2) */
 #define SR_BATON 2      /* baton.c: one libfuse thread reads requests at a time */
+#define SR_DMMAP 4      /* fuseio.c: the INIT reply allows shared mmap of direct-I/O files */
 
 /* A request's opcode (0 if it is too short to have one). */
 uint32_t sr_opcode_of(const char *req, size_t len);

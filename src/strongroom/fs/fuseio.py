@@ -9,7 +9,9 @@ libsrfuseio.so), each part switched on or off when the mount starts:
   thread.
 
 Whenever the build is there, the session's I/O is fuseio.c's, which also lets a request's thread
-tell the kernel to drop a path's attributes without touching its pages (``attrs_invalidator``).
+tell the kernel to drop a path's attributes without touching its pages (``attrs_invalidator``),
+and, where the kernel speaks protocol 7.39, allows shared mappings of files served without the
+page cache (``direct_mmap``).
 
 Without the build, or with both off, libfuse does its own I/O: the mount behaves the same, a
 little slower."""
@@ -27,8 +29,9 @@ from strongroom import helpers
 
 LIBRARY = Path(__file__).with_name("libsrfuseio.so")
 ABI = 3  # SR_FUSEIO_ABI in fuseio.h
-SETID, BATON = 1, 2  # SR_SETID, SR_BATON in fuseio.h
-ATTRS = 4  # not a part: the I/O is fuseio.c's, so attrs_invalidator() works
+SETID, BATON, DMMAP = 1, 2, 4  # SR_SETID, SR_BATON, SR_DMMAP in fuseio.h
+ATTRS = 8  # not a part: the I/O is fuseio.c's, so attrs_invalidator() works
+DIRECT_IO_ALLOW_MMAP_MINOR = 39  # protocol 7.39 (Linux 6.6): shared mmap of direct-I/O files
 FUSE_CAP_SPLICE_READ = 1 << 9
 KILLPRIV_V2_MINOR = 33  # protocol 7.33 (Linux 5.11) added FUSE_HANDLE_KILLPRIV_V2
 
@@ -39,7 +42,7 @@ def _lib() -> Any:
     so = helpers.load(LIBRARY, ("sr_fuseio_abi_version", ABI), hold_gil=True)
     if so is None:
         return None
-    for name in ("sr_fuseio_patched", "sr_fuseio_kill_suidgid"):
+    for name in ("sr_fuseio_patched", "sr_fuseio_kill_suidgid", "sr_fuseio_direct_mmap"):
         getattr(so, name).restype = ctypes.c_int
         getattr(so, name).argtypes = []
     for name in ("sr_fuseio_install", "sr_fuseio_reset"):
@@ -60,6 +63,8 @@ def install(conn: Any, setid: bool = True, baton: bool = True) -> int:
     kill_requested() says so."""
     so = _lib()
     wanted = (SETID if setid and conn.proto_minor >= KILLPRIV_V2_MINOR else 0) | (BATON if baton else 0)
+    if conn.proto_minor >= DIRECT_IO_ALLOW_MMAP_MINOR:
+        wanted |= DMMAP
     if so is None:
         return 0
     # Spliced requests would bypass fuseio.c's read; they bring nothing here anyway, since the
@@ -85,6 +90,13 @@ def attrs_invalidator() -> Callable[[str], int] | None:
         return int(fn(encode(path)))
 
     return invalidate
+
+
+def direct_mmap() -> bool:
+    """Whether the INIT reply went out with FUSE_DIRECT_IO_ALLOW_MMAP: files served without the
+    page cache can still be mapped shared."""
+    so = _lib()
+    return so is not None and bool(so.sr_fuseio_direct_mmap())
 
 
 def patched() -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from strongroom.crypto.hygiene import harden_process
-from strongroom.fs import fuseio
+from strongroom.fs import fuseio, inuse
 from strongroom.fs.creds import CallerCredentials
 from strongroom.fs.fuse_ops import VolumeOps
 from strongroom.fs.keys import VolumeKeys
@@ -82,6 +82,10 @@ def _after_mount(mountpoint: str, io_parts: int) -> None:
         log.info("set-id bits are cleared by the daemon; the kernel's own checks are off (FUSE_HANDLE_KILLPRIV_V2)")
     else:
         log.info("set-id bits are cleared by the kernel (FUSE_HANDLE_KILLPRIV_V2 not negotiated)")
+    if io_parts & fuseio.DMMAP and fuseio.direct_mmap():
+        log.info("files with several names are served without the page cache (shared mappings allowed)")
+    else:
+        log.info("files with several names keep the page cache (no FUSE_DIRECT_IO_ALLOW_MMAP before Linux 6.6)")
     _raise_readahead(mountpoint)
 
 
@@ -132,6 +136,8 @@ class _Ops(VolumeOps):
             self.io_parts = fuseio.install(conn, self.setid_shim, self.reader_baton)
             if self.io_parts & fuseio.SETID:
                 self.kill_requested = fuseio.kill_requested()
+            if self.io_parts & fuseio.DMMAP:
+                self.links_direct = fuseio.direct_mmap
         if config is not None:
             config.entry_timeout = self.entry_timeout
             # libfuse's path-based API gives each hard-link name its own kernel inode: a size cached
@@ -248,6 +254,10 @@ def run(
         raise MountError(f"{volume} is already mounted at {where}")
     if mounted_at(mountpoint) is not None:
         raise MountError(f"something is already mounted at {mountpoint}")
+    try:  # held for the daemon's life: offline tools refuse the volume meanwhile (inuse.py)
+        ops_lock = inuse.hold(volume)
+    except inuse.VolumeBusy as e:
+        raise MountError(str(e)) from None
     ops = _Ops(str(volume), keys, long_name_max, read_only, derived_tweaks, holes, bound_xattrs)
     ops.on_mounted = on_mounted
     ops.setid_shim, ops.reader_baton = setid_shim, reader_baton
@@ -329,6 +339,7 @@ def run(
     finally:
         if ops.warm is not None:
             ops.warm.close()
+        os.close(ops_lock)
 
 
 def umount(mountpoint: Path) -> None:

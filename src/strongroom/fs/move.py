@@ -16,11 +16,14 @@ import filecmp
 import json
 import os
 import shutil
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from strongroom.fs import durable
+from strongroom.fs import durable, sidecar
+
+JOURNAL_MAX = 64 << 10  # bytes: the journal holds a destination and a phase
 
 
 class MoveError(Exception):
@@ -66,9 +69,22 @@ def _same(src: Path, dst: Path) -> bool:
     return a.st_size == b.st_size and a.st_mtime_ns == b.st_mtime_ns
 
 
+def _special(st: os.stat_result) -> bool:
+    """A FIFO, socket or device node: made again at the destination, never opened (a FIFO's open
+    would wait for a writer forever)."""
+    return stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode) or stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+
+
+def _copy_special(src: Path, dst: Path, st: os.stat_result) -> None:
+    if dst.exists() or dst.is_symlink():
+        dst.unlink()
+    os.mknod(dst, stat.S_IFMT(st.st_mode) | 0o600, st.st_rdev)
+    _copy_meta(src, dst)
+
+
 def _copy_file(src: Path, dst: Path) -> int:
     tmp = dst.with_name(f".{dst.name}.strongroom-partial")
-    with open(src, "rb") as fin, open(tmp, "wb") as fout:
+    with os.fdopen(sidecar.open_regular(src, os.O_RDONLY), "rb") as fin, open(tmp, "wb") as fout:
         shutil.copyfileobj(fin, fout, 1 << 20)
         fout.flush()
         os.fsync(fout.fileno())
@@ -80,7 +96,12 @@ def _copy_file(src: Path, dst: Path) -> int:
 def move(src: Path, dest: Path, progress: Callable[[int], None] = lambda n: None) -> MoveResult:
     src = Path(os.path.abspath(src))
     journal = _journal(src)
-    state = json.loads(journal.read_text()) if journal.exists() else None
+    try:
+        raw = sidecar.read_bounded(journal, JOURNAL_MAX)
+        state = None if raw is None else json.loads(raw)
+    except (OSError, ValueError) as e:
+        why = getattr(e, "strerror", None) or type(e).__name__
+        raise MoveError(f"{journal} is not a move journal ({why}): remove it") from None
     if state is None:
         if src.is_symlink() and os.path.realpath(src) == os.path.realpath(dest):
             return MoveResult(already=True)
@@ -104,10 +125,13 @@ def move(src: Path, dest: Path, progress: Callable[[int], None] = lambda n: None
                     (target / d).mkdir(exist_ok=True)
             for n in filenames + [d for d in dirnames if (here / d).is_symlink()]:
                 s, t = here / n, target / n
+                st = s.lstat()
                 if s.is_symlink():
                     if not t.is_symlink():
                         os.symlink(os.readlink(s), t)
                         _copy_meta(s, t)
+                elif _special(st):
+                    _copy_special(s, t, st)
                 elif _same(s, t):
                     result.skipped += 1
                 else:
@@ -124,9 +148,14 @@ def move(src: Path, dest: Path, progress: Callable[[int], None] = lambda n: None
             here = Path(dirpath)
             for n in filenames:
                 s, t = here / n, dest / here.relative_to(origin) / n
+                st = s.lstat()
                 if s.is_symlink():
                     if os.readlink(s) != os.readlink(t):
                         raise MoveError(f"verification failed: symlink {t}")
+                elif _special(st):
+                    tt = t.lstat()
+                    if stat.S_IFMT(tt.st_mode) != stat.S_IFMT(st.st_mode) or tt.st_rdev != st.st_rdev:
+                        raise MoveError(f"verification failed: {t} is not the same kind of special file as {s}")
                 elif not filecmp.cmp(s, t, shallow=False):
                     _copy_file(s, t)
                     if not filecmp.cmp(s, t, shallow=False):

@@ -17,6 +17,8 @@ LONG_PREFIX = "strongroom.longname."
 LONG_SUFFIX = ".name"
 RESERVED = "strongroom."
 LONG_NAME_MAX = 175
+# The largest long-name sidecar: a 255-byte name, SIV-sealed (+16) and base64url-encoded.
+LONG_SIDECAR_MAX = 4 * ((255 + 16 + 2) // 3)
 NAME_AD = b"strongroom/v1/name\x00"
 TWEAK_PREFIX = b"strongroom/v2/tweak\x00"
 

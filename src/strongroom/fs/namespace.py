@@ -17,7 +17,7 @@ import stat
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from strongroom.fs import content, durable, names
+from strongroom.fs import content, durable, names, sidecar
 from strongroom.fs.beneath import Beneath
 from strongroom.fs.config import CONFIG
 from strongroom.fs.fileio import os_error
@@ -201,8 +201,10 @@ class Namespace:
                     continue
                 try:
                     if names.is_long(n):
-                        with open(os.path.join(lower_dir, n + names.LONG_SUFFIX)) as f:
-                            full = f.read()
+                        raw = sidecar.read_bounded(os.path.join(lower_dir, n + names.LONG_SUFFIX), names.LONG_SIDECAR_MAX)
+                        if raw is None:
+                            raise names.BadName("its long-name sidecar is missing")
+                        full = raw.decode("ascii", "replace")
                         if names.long_name(full) != n:
                             raise names.BadName("long-name sidecar does not match")
                         plain = self.paths.plain(full, iv)

@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from strongroom.fs import names
+from strongroom.fs import names, sidecar
 
 _FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 CACHE_ENTRIES = 4096  # bound on cached directories (with their tweaks); names get 4x as many
@@ -62,9 +62,11 @@ class Resolver:
     def stored_diriv(self, lower_dir: str) -> bytes | None:
         """The tweak stored in a directory, None if it stores none."""
         try:
-            with open(os.path.join(lower_dir, names.DIRIV), "rb") as f:
-                iv = f.read()
-        except FileNotFoundError:
+            iv = sidecar.read_bounded(os.path.join(lower_dir, names.DIRIV), names.DIRIV_BYTES)
+        except OSError as e:  # a symlink, FIFO, device, oversized: that directory alone is EIO
+            self._damage(lower_dir, None, f"directory tweak unreadable ({e.strerror})")
+            raise _eio() from None
+        if iv is None:
             return None
         if len(iv) != names.DIRIV_BYTES:
             self._damage(lower_dir, None, "directory tweak is damaged")

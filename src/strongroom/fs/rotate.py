@@ -14,11 +14,11 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from strongroom.fs import config, content, keys, names
+from strongroom.fs import config, content, keys, names, sidecar
 from strongroom.fs.names import b64u, unb64u
 
 ROTATION = "rotation"
@@ -29,6 +29,7 @@ class RotationResult:
     headers: int = 0
     symlinks: int = 0
     already: int = 0
+    refused: list[str] = field(default_factory=list)  # lower entries not rewrapped, and why
 
 
 def lower_entries(volume: Path) -> Iterator[Path]:
@@ -94,7 +95,13 @@ def _rewrap(raw: bytes, old_kek: bytes, new_kek: bytes, volume_id: bytes) -> byt
 
 
 def _rotate_header(path: Path, old_kek: bytes, new_kek: bytes, volume_id: bytes, result: RotationResult) -> None:
-    fd = os.open(path, os.O_RDWR)
+    try:
+        fd = sidecar.open_regular(path, os.O_RDWR)
+    except FileNotFoundError:
+        return
+    except sidecar.UnsafeFile as e:  # swapped for a FIFO or a symlink since the walk: fsck's to name
+        result.refused.append(f"{path}: {e.why}")
+        return
     try:
         raw = os.pread(fd, content.HEADER, 0)
         try:

@@ -1,0 +1,188 @@
+"""`strongroom fs rotate|reencrypt|move`: the commands that rewrite a volume's lower directory
+or move data into a mounted one (fs_cmds.py has the others, and the `fs` group)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from strongroom.cli.common import CliError, emit, json_option, passphrase_option, profile_option, progress_bar, read_passphrase
+from strongroom.cli.fs_cmds import _fs_errors, _trustee_client, _volume_keys, fs
+
+
+@contextlib.contextmanager
+def _held(volume: Path) -> Iterator[None]:
+    """The volume to this command alone: refused while it is mounted under any name (a bind
+    mount, a symlink) or another command rewrites it (fs/inuse.py)."""
+    from strongroom.fs import inuse
+
+    try:
+        fd = inuse.hold(volume)
+    except inuse.VolumeBusy as e:
+        raise CliError(str(e)) from None
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+@fs.command("rotate")
+@click.argument("volume", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--recovery-passphrase-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The recovery passphrase, if the volume has one.",
+)
+@passphrase_option
+@profile_option
+@json_option
+@_fs_errors
+def fs_rotate(
+    volume: Path,
+    recovery_passphrase_file: Path | None,
+    passphrase_file: Path | None,
+    profile: Path | None,
+    servers: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Give an unmounted volume a new key-encryption key: every wrapped key is re-wrapped (no data
+    is rewritten) and the old key opens nothing afterwards.  Needs every key source's secret.
+    Safe to interrupt: run it again to finish.  (After a key leak, use fs reencrypt.)
+
+    \b
+    Example:
+      strongroom fs rotate /srv/vault --recovery-passphrase-file recovery.pw
+    """
+    from strongroom.fs import mount, rotate
+    from strongroom.fs.config import ConfigError, VolumeConfig, passphrase_source_key
+    from strongroom.fs.volume import fetch_source_key
+
+    if (where := mount.volume_mounted(volume)) is not None:
+        raise CliError(f"{volume} is mounted at {where}: unmount it first")
+    cfg = VolumeConfig.load(volume)
+
+    def source_key(source: dict[str, Any]) -> bytes:
+        if source["type"] == "trustee":
+            return fetch_source_key(source, _trustee_client(profile, servers, source))
+        if source.get("role") == "recovery":
+            if recovery_passphrase_file is None and not sys.stdin.isatty():
+                raise CliError(
+                    "this volume has a recovery passphrase: pass --recovery-passphrase-file (rotation re-seals every key source)"
+                )
+            pw = read_passphrase(recovery_passphrase_file, what="Recovery passphrase")
+        else:
+            pw = read_passphrase(passphrase_file, what="Volume passphrase")
+        return passphrase_source_key(source, pw)
+
+    def checked(source: dict[str, Any]) -> bytes:
+        key = source_key(source)
+        try:
+            cfg.unlock_with_source_key(source, key)
+        except Exception:  # noqa: BLE001 - wrong secret for this source
+            raise ConfigError(
+                f"the {source['type']} ({source.get('role', 'primary')}) key source does not open with what was given"
+            ) from None
+        return key
+
+    with _held(volume):
+        total = sum(1 for _ in rotate.lower_entries(volume))
+        with progress_bar("re-wrapping keys", total) as advance:
+            result = rotate.rotate(volume, checked, advance)
+    out = {"volume": str(volume), "headers": result.headers, "symlinks": result.symlinks, "already_rotated": result.already}
+    emit(
+        out,
+        as_json,
+        lambda o: click.echo(f"rotated: {o['headers']} file headers and {o['symlinks']} symlinks re-wrapped under a new key"),
+    )
+
+
+@fs.command("reencrypt")
+@click.argument("volume", type=click.Path(file_okay=False, path_type=Path))
+@passphrase_option
+@profile_option
+@json_option
+@_fs_errors
+def fs_reencrypt(
+    volume: Path, passphrase_file: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool
+) -> None:
+    """Give every file of an unmounted volume a new file key and rewrite its data: the answer to
+    a leaked key (rotate alone re-wraps keys, it cannot take back a file key).  Resumable: an
+    interrupted run continues where it stopped.
+
+    \b
+    Example:
+      strongroom fs reencrypt /srv/vault --passphrase-file pw
+    """
+    from strongroom.fs import mount, reencrypt, rotate
+
+    if (where := mount.volume_mounted(volume)) is not None:
+        raise CliError(f"{volume} is mounted at {where}: unmount it first")
+    keys = _volume_keys(volume, passphrase_file, profile, servers)
+    with _held(volume):
+        total = sum(1 for _ in rotate.lower_entries(volume))
+        with progress_bar("re-encrypting", total) as advance:
+            result = reencrypt.reencrypt(volume, keys, advance)
+    out = {
+        "volume": str(volume),
+        "files": result.files,
+        "symlinks": result.symlinks,
+        "resumed_past": result.skipped,
+        "bytes": result.bytes,
+    }
+    emit(
+        out,
+        as_json,
+        lambda o: click.echo(
+            f"re-encrypted {o['files']} files ({o['bytes']} bytes) and {o['symlinks']} symlinks under new file keys"
+        ),
+    )
+
+
+@fs.command("move")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("target", metavar="MOUNTPOINT[/SUB]", type=click.Path(path_type=Path))
+@json_option
+def fs_move(path: Path, target: Path, as_json: bool) -> None:
+    """Move an existing directory into a mounted volume: copy (with progress), verify, remove the
+    plaintext original and leave a symlink at the old path so programs keep working.  Run it
+    again after an interruption: it finishes without losing or duplicating data.
+
+    \b
+    Example:
+      strongroom fs move /var/lib/mysql /srv/vault-mnt/mysql
+    """
+    from strongroom.fs import mount
+    from strongroom.fs.move import MoveError, move
+
+    probe = target
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    mp = Path(probe).resolve()
+    while mount.mounted_at(mp) is None and mp != mp.parent:
+        mp = mp.parent
+    source = mount.mounted_at(mp)
+    if source is None or not source.startswith("strongroom:"):
+        raise CliError(f"{target} is not inside a mounted Strongroom volume")
+    dest = target if target.resolve() != mp else mp / path.name
+    total = sum(p.lstat().st_size for p in path.rglob("*")) if path.is_dir() and not path.is_symlink() else 0
+    try:
+        with progress_bar("moving", total) as advance:
+            result = move(path, dest, advance)
+    except MoveError as e:
+        raise CliError(str(e)) from None
+    out = {"moved": str(path), "to": str(dest), "files": result.files, "bytes": result.bytes, "already_there": result.skipped}
+
+    def human(o: dict[str, Any]) -> None:
+        if result.already:
+            click.echo(f"{o['moved']} was already moved to {o['to']}")
+            return
+        click.echo(f"moved {o['moved']} -> {o['to']} ({o['files']} files copied, {o['already_there']} already there)")
+        click.echo(f"a symlink stays at {o['moved']}")
+
+    emit(out, as_json, human)
