@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import itertools
+import logging
 import os
 import struct
 import threading
@@ -19,12 +20,15 @@ os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")  # mfusepy would take libfus
 import mfusepy  # noqa: E402 - after the library choice above
 
 from strongroom.fs.fuse_ops import BLKSIZE, VolumeOps  # noqa: E402
+from strongroom.fs.ratelog import RateLimitedLog  # noqa: E402
 
 # Big reads and writes do not wake the keep-warm helper (warm.py): they come many at a time, in
 # parallel, and the helper competing with their threads halved sequential reads in some runs.
 WARM_IO_MAX = 256 << 10
 _BULK = frozenset({"read", "write"})
 PINNED_THREADS = 16  # libfuse threads whose Python thread state is kept (see Fuse._wrapper)
+# What the front end logs itself (failures no operation expected), once a minute per kind at most
+_ratelog = RateLimitedLog(logging.getLogger("strongroom.fs"))
 
 # A view of libfuse's buffer (writable, unsigned bytes), valid for the duration of the call
 # only.  PyMemoryView_FromMemory makes it cheaply; a ctypes array over the buffer would make
@@ -192,6 +196,23 @@ class Fuse(mfusepy.FUSE):  # type: ignore[misc]
             if type(e.errno) is int and e.errno > 0 and func.__name__ != "init":
                 return -e.errno
             failure: BaseException = e
+        except MemoryError:
+            # ENOMEM, as the kernel answers when it runs out: never mfusepy's EINVAL, which would
+            # tell the caller its request was wrong
+            _ratelog(logging.ERROR, ("ENOMEM", func.__name__), "out of memory serving %s: answered ENOMEM", func.__name__)
+            return -errno.ENOMEM
+        except Exception as e:  # noqa: BLE001 - a bug or a state nothing expected: EIO, logged
+            if func.__name__ == "init":
+                raise
+            _ratelog(
+                logging.ERROR,
+                (func.__name__, type(e).__name__),
+                "unexpected %s serving %s: answered EIO",
+                type(e).__name__,
+                func.__name__,
+                exc_info=True,
+            )
+            return -errno.EIO
         except BaseException as e:  # noqa: BLE001 - handed to mfusepy's handling below
             failure = e
 
