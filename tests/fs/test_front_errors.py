@@ -31,7 +31,9 @@ def _raising(exc: BaseException, name: str = "read") -> object:
     return op
 
 
-def test_memory_error_is_enomem_and_other_surprises_eio(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_memory_error_is_enomem_and_other_surprises_eio(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(fuse_front, "_ratelog", RateLimitedLog(logging.getLogger("strongroom.fs")))
     front = _front()
     with caplog.at_level(logging.ERROR, "strongroom.fs"):
