@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import pytest
 # production defaults are unaffected.  Exported so server processes inherit it.
 os.environ.setdefault("STRONGROOM_ARGON2_MEMORY_KIB", "8192")
 os.environ.setdefault("STRONGROOM_ARGON2_ITERATIONS", "1")
+# The host's own state (fs/acl_floor.py) in a directory of this run, not the machine's
+os.environ.setdefault("STRONGROOM_STATE_DIR", tempfile.mkdtemp(prefix="strongroom-host-"))
 
 from tests.pg import PgCluster  # noqa: E402
 from tests.serverproc import Deployment  # noqa: E402

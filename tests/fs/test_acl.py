@@ -430,3 +430,31 @@ def test_relative_volume_and_mount_point_work_as_absolute_ones(vol: Mount) -> No
         assert _refused(_run(HEAD, "vol.mnt/db/data", cwd=cwd))
     finally:
         cli("fs", "umount", str(vol.mnt))
+
+
+def test_config_and_rules_put_back_together_are_refused_by_the_host_that_saw_newer(vol: Mount, tmp_path: Path) -> None:
+    """An earlier (config, rules) pair is valid on its own; only this host's record of the newer
+    serial can tell (docs/ACL.md).  Another host, without that record, cannot."""
+    cfg_path, rules = vol.lower / config.CONFIG, vol.lower / acl.RULES_FILE
+    before_cfg = cfg_path.read_bytes()  # before the volume had rules
+    _acl(vol, "mode", str(vol.lower), "permissive")
+    old_pair = (cfg_path.read_bytes(), rules.read_bytes())
+    _acl(vol, "mode", str(vol.lower), "enforcing")
+    _acl(vol, "add", str(vol.lower), "--allow", CAT, "--mode", "r")
+    for cfg_bytes, rules_bytes in ((old_pair[0], old_pair[1]), (before_cfg, None)):
+        cfg_path.write_bytes(cfg_bytes)
+        if rules_bytes is None:
+            rules.unlink()
+        else:
+            rules.write_bytes(rules_bytes)
+        r = cli("fs", "mount", str(vol.lower), str(vol.mnt), "--passphrase-file", str(vol.pwfile))
+        assert r.returncode == 1 and b"put back to an earlier state" in r.stderr, r.stderr
+        other_host = {"STRONGROOM_STATE_DIR": str(tmp_path / "other-host")}
+        r = cli("fs", "fsck", str(vol.lower), "--passphrase-file", str(vol.pwfile), env=other_host)
+        assert r.returncode == 0, r.stdout  # what another host sees: a valid volume
+    # writing the rules again moves on, past the serial the host saw
+    cfg_path.write_bytes(old_pair[0])
+    rules.write_bytes(old_pair[1])
+    _acl(vol, "mode", str(vol.lower), "enforcing")
+    vol.start()
+    assert _refused(_run(HEAD, str(vol.mnt / "db" / "data")))

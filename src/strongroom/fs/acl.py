@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from strongroom.fs import config, durable, procid, sidecar
+from strongroom.fs import acl_floor, config, durable, procid, sidecar
 from strongroom.fs.names import b64u
 from strongroom.fs.ratelog import RateLimitedLog
 
@@ -127,20 +127,34 @@ def save_rules(volume: Path, key: bytes, rs: RuleSet) -> None:
         floor = cfg.verified_acl_floor(key)
     except config.ConfigError as e:
         raise AclError(str(e)) from None
-    rs.serial = max(rs.serial, floor or 0) + 1
+    # past what this host has seen too: writing rules again is how an operator moves on from a
+    # rollback the host refused
+    rs.serial = max(rs.serial, floor or 0, acl_floor.seen(cfg.volume_id) or 0) + 1
     body = json.loads(rs.canonical())
     body["mac"] = rs.mac(key)
     durable.replace_file(volume / RULES_FILE, (json.dumps(body, indent=2) + "\n").encode())
     cfg.raise_acl_floor(rs.serial, key)
     cfg.save(volume)
+    acl_floor.remember(cfg.volume_id, rs.serial)
 
 
 def required_serial(volume: Path, key: bytes) -> int | None:
-    """The serial the volume's rules must have at least (None: it never had rules)."""
+    """The serial the volume's rules must have at least (None: it never had rules): the config's
+    record, and AclError if this host has seen newer rules than that (the config and the rules
+    were put back together as an earlier pair: acl_floor.py)."""
     try:
-        return config.VolumeConfig.load(volume).verified_acl_floor(key)
+        cfg = config.VolumeConfig.load(volume)
+        floor = cfg.verified_acl_floor(key)
     except config.ConfigError as e:
         raise AclError(str(e)) from None
+    host = acl_floor.seen(cfg.volume_id)
+    if host is not None and host > (floor or 0):
+        said = f"serial {floor}" if floor is not None else "no rules"
+        raise AclError(
+            f"this host has enforced or written this volume's rules at serial {host}, but its config records {said}: "
+            "the config and the rules were put back to an earlier state (write the rules again to move on)"
+        )
+    return floor
 
 
 def check_rules(rs: RuleSet | None, floor: int | None) -> RuleSet | None:
@@ -186,6 +200,7 @@ class Enforcer:
         # the lowest serial accepted: the config's record, raised to every serial seen since
         self.floor = floor
         self.reporter = reporter  # an acl_report.DenialReporter for volumes keyed by the server
+        self.volume_id = config.VolumeConfig.load(volume).volume_id
         self._key = key
         self._lock = threading.Lock()
         self._hashes: dict[tuple[int, int, int, int, int], str] = {}
@@ -221,6 +236,7 @@ class Enforcer:
         try:
             self.rules = check_rules(load_rules(self.volume, self._key), self.floor)
             if self.rules is not None:
+                acl_floor.remember(self.volume_id, self.rules.serial)  # read again only when the file changes
                 self.floor = self.rules.serial
             if self.broken is not None:
                 log.warning("access rules verify again (serial %s)", self.floor)
