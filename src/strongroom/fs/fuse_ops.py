@@ -15,7 +15,6 @@ import contextlib
 import errno
 import logging
 import os
-import re
 import stat
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -24,6 +23,7 @@ from strongroom.fs import names
 from strongroom.fs.beneath import Beneath
 from strongroom.fs.creds import CallerCredentials
 from strongroom.fs.fileio import MAX_FILE_SIZE, MAX_REQUEST, FileIO, os_error
+from strongroom.fs.hidden import HiddenFiles, is_hidden_name
 from strongroom.fs.keys import VolumeKeys
 from strongroom.fs.links import HardLinkNames, Key
 from strongroom.fs.namespace import UTIME_NOW, Namespace, entry_kind
@@ -37,10 +37,6 @@ log = logging.getLogger("strongroom.fs")
 # write through FUSE is a round trip (no writeback cache here).  With the lower file's 4 KiB, cp
 # copied in 128 KiB writes; the largest request the mount takes makes the fewest round trips.
 BLKSIZE = MAX_REQUEST
-# The name libfuse's path-based API moves a file to when it is unlinked (or renamed over) while
-# open, so it can still address it by path (fuse.c, hidden_name).  The daemon unlinks the lower
-# file at once instead, as ext4 would, and serves that name from a descriptor (see rename).
-_HIDDEN = re.compile(r"\.fuse_hidden[0-9a-f]{16}")
 
 
 def _never() -> int:
@@ -61,6 +57,8 @@ def _drop_setid(fd: int) -> None:
 
 
 _CAP_FSETID = 4  # linux/capability.h
+_RENAMES = (12, 45)  # FUSE_RENAME, FUSE_RENAME2
+_NAME_CHANGES = (*_RENAMES, 10)  # and FUSE_UNLINK: libfuse hides open files within these
 
 
 class VolumeOps:
@@ -105,10 +103,12 @@ class VolumeOps:
         self.invalidate_attrs: Callable[[str], object] | None = None
         self.invalidate: Callable[[str], object] = _ignore
         # libfuse's hidden name of an open, unlinked file -> the daemon's descriptor of it
-        self._hidden: dict[str, int] = {}
+        self.hidden = HiddenFiles()
         # () -> whether the kernel asked, with the request being served, for set-id bits to be
         # cleared; it asks only when the mount took that job over from it (fuseio.py)
         self.kill_requested: Callable[[], int] = _never
+        # () -> the opcode of the request being served (fuseio.py; 0 when unknown)
+        self.serving: Callable[[], int] = _never
         # () -> whether files with several names may be served without the page cache (the
         # kernel then still lets them be mapped shared: fuseio.py's direct_mmap)
         self.links_direct: Callable[[], int] = _never
@@ -143,8 +143,8 @@ class VolumeOps:
         """(what a call addressed by path works on, whether that is a descriptor): the lower
         entry's path (a symlink itself, not followed), or, for a file unlinked while open, the
         daemon's descriptor of it."""
-        if self._hidden:
-            fd = self._hidden.get(path)
+        if self.hidden.fds:
+            fd = self.hidden.fds.get(path)
             if fd is not None:
                 return fd, True
         return self.paths.lower(path), False
@@ -178,11 +178,14 @@ class VolumeOps:
             h = self.io.handles[fh]
             st = os.fstat(h.fd)
             return st, self.entries.reported_size(st, h.path)
-        if self._hidden and path in self._hidden:
-            st = os.fstat(self._hidden[path])
+        if self.hidden.fds and path in self.hidden.fds:
+            st = os.fstat(self.hidden.fds[path])
             return st, self.entries.reported_size(st, path)
         lower = self.paths.lower(path)
-        st = os.lstat(lower)
+        try:
+            st = os.lstat(lower)
+        except FileNotFoundError:
+            raise self._gone(path) from None
         if st.st_nlink > 1 and self.links is not None and not stat.S_ISDIR(st.st_mode):
             self.links.seen((st.st_dev, st.st_ino), path)
         return st, self.entries.reported_size(st, lower)
@@ -345,8 +348,7 @@ class VolumeOps:
     def unlink(self, path: str) -> int:
         self._check(path, write=True)
         self._writable()
-        if self._hidden and path in self._hidden:  # the last close of a file unlinked while open
-            os.close(self._hidden.pop(path))
+        if self.hidden.fds and self.hidden.release(path):  # the last close of a file unlinked while open
             return 0
         self.entries.unlink(path)
         if self.links is not None:
@@ -357,9 +359,9 @@ class VolumeOps:
         self._check(old, write=True)
         self._check(new, write=True)
         self._writable()
-        if self._hidden and old in self._hidden:
+        if self.hidden.fds and old in self.hidden.fds:
             raise os_error(errno.ENOENT)  # an unlinked file has no name to move
-        if _HIDDEN.fullmatch(new.rpartition("/")[2]) and self._hide(old, new):
+        if is_hidden_name(new) and self._hide(old, new):
             return 0
         self.entries.rename(old, new)
         if self.links is not None:
@@ -382,10 +384,21 @@ class VolumeOps:
             return False
         key = (st.st_dev, st.st_ino)
         fd = self.io.descriptor_of(key)
+        if self.serving() in _RENAMES:
+            # A rename over an open file: libfuse renames the rename's own source over ``path``
+            # next, in this same request, and that lower rename replaces the entry atomically.
+            # Unlinked (or moved aside) here, the name would be missing in between, and a
+            # program opening it then (an editor's or a package manager's write-then-rename)
+            # would get ENOENT.  libfuse may count an open the daemon has just released: the
+            # hidden name then gets a descriptor of its own, closed at libfuse's unlink of it.
+            if fd is None:
+                fd = self.beneath.open(lower, os.O_RDONLY | os.O_CLOEXEC)
+            self.hidden.keep(hidden, fd, renamed_over=True)
+            return True
         if fd is None:
             return False
+        self.hidden.keep(hidden, fd, renamed_over=False)
         self.entries.unlink(path)
-        self._hidden[hidden] = fd
         if self.links is not None:
             self._changed(self.links.removed(path))
         return True
@@ -395,7 +408,7 @@ class VolumeOps:
         self._check(target, write=True)
         self._check(source, write=True)
         self._writable()
-        if self._hidden and source in self._hidden:
+        if self.hidden.fds and source in self.hidden.fds:
             raise os_error(errno.ENOENT)
         lower = self.entries.link(target, source)
         if self.links is not None:
@@ -442,8 +455,26 @@ class VolumeOps:
                 raise
             return opener(lower, os.O_RDONLY | os.O_CLOEXEC, mode)
 
+    def _gone(self, path: str) -> OSError:
+        """The error for a path whose lower entry is missing: ESTALE for a libfuse hidden name the
+        daemon has already let go of (a file renamed over or unlinked while open, since closed).
+        A caller reaches that name only through a dentry cached from before the rename; on ESTALE
+        the kernel walks the path again, revalidating, and so opens or stats what the name holds
+        now, as ext4 would, where ENOENT would fail a program racing an atomic replace.  libfuse
+        itself probes for a free hidden name within a rename or unlink: that probe gets ENOENT."""
+        serving = self.serving()
+        if serving and serving not in _NAME_CHANGES and self.hidden.let_go(path):
+            return os_error(errno.ESTALE)
+        return os_error(errno.ENOENT)
+
     def open(self, path: str, flags: int) -> int:
         self._check(path, write=flags & os.O_ACCMODE != os.O_RDONLY or bool(flags & os.O_TRUNC))
+        try:
+            return self._open(path, flags)
+        except FileNotFoundError:
+            raise self._gone(path) from None
+
+    def _open(self, path: str, flags: int) -> int:
         node, is_fd = self._node(path)
         lower = f"/proc/self/fd/{node}" if is_fd else str(node)  # reopened through /proc when unlinked
         fd = self._open_lower(lower, flags, follow=is_fd)  # /proc/self/fd/N is a (trusted) magic link

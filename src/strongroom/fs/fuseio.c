@@ -56,6 +56,7 @@ extern int fuse_session_custom_io(struct fuse_session *se, const struct fuse_cus
 extern int fuse_invalidate_path(struct fuse *f, const char *path);
 
 static struct fuse *mounted; /* the session's struct fuse, from install */
+static __thread uint32_t serving; /* the opcode of the request this thread read last, and so serves */
 static volatile int init_armed; /* SR_DMMAP: the next reply written is the INIT reply */
 static volatile int dmmap; /* it went out with FUSE_DIRECT_IO_ALLOW_MMAP */
 #define SR_DIRECT_IO_ALLOW_MMAP_2 (1u << 4) /* FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36), in flags2 */
@@ -124,6 +125,7 @@ ssize_t sr_fuseio_read(int fd, void *buf, size_t len, void *userdata)
 		n = read(fd, buf, len);
 	while (n > 0 && answer_here(fd, buf, (size_t)n));
 	err = errno;
+	serving = n > 0 ? sr_opcode_of(buf, (size_t)n) : 0;
 	if (features & SR_BATON)
 		sr_baton_after_read(buf, n, err);
 	if (features & SR_SETID)
@@ -185,6 +187,12 @@ static void allow_direct_mmap(struct iovec *iov, int count)
 	o.flags2 |= SR_DIRECT_IO_ALLOW_MMAP_2;
 	memcpy(iov[1].iov_base, &o, offsetof(struct fuse_init_out, flags2) + sizeof(uint32_t));
 	dmmap = 1;
+}
+
+/* The opcode of the request the calling libfuse thread is serving (0 if unknown). */
+int sr_fuseio_serving(void)
+{
+	return (int)serving;
 }
 
 int sr_fuseio_direct_mmap(void)

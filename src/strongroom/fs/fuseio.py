@@ -42,7 +42,7 @@ def _lib() -> Any:
     so = helpers.load(LIBRARY, ("sr_fuseio_abi_version", ABI), hold_gil=True)
     if so is None:
         return None
-    for name in ("sr_fuseio_patched", "sr_fuseio_kill_suidgid", "sr_fuseio_direct_mmap"):
+    for name in ("sr_fuseio_patched", "sr_fuseio_kill_suidgid", "sr_fuseio_direct_mmap", "sr_fuseio_serving"):
         getattr(so, name).restype = ctypes.c_int
         getattr(so, name).argtypes = []
     for name in ("sr_fuseio_install", "sr_fuseio_reset"):
@@ -90,6 +90,16 @@ def attrs_invalidator() -> Callable[[str], int] | None:
         return int(fn(encode(path)))
 
     return invalidate
+
+
+FUSE_RENAME, FUSE_RENAME2 = 12, 45  # linux/fuse.h opcodes
+
+
+def serving() -> Callable[[], int]:
+    """A function answering the opcode of the request the calling libfuse thread serves (0 when
+    the I/O is not fuseio.c's)."""
+    so = _lib()
+    return _never if so is None else so.sr_fuseio_serving  # type: ignore[no-any-return]
 
 
 def direct_mmap() -> bool:

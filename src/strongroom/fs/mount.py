@@ -138,6 +138,8 @@ class _Ops(VolumeOps):
                 self.kill_requested = fuseio.kill_requested()
             if self.io_parts & fuseio.DMMAP:
                 self.links_direct = fuseio.direct_mmap
+            if self.io_parts & fuseio.ATTRS:
+                self.serving = fuseio.serving()
         if config is not None:
             config.entry_timeout = self.entry_timeout
             # libfuse's path-based API gives each hard-link name its own kernel inode: a size cached

@@ -1,0 +1,75 @@
+"""libfuse's hidden names: the daemon's descriptors of files unlinked, or renamed over, while open.
+
+libfuse's path-based API moves a file that is unlinked (or renamed over) while open to a name of
+its own (`.fuse_hidden…`, fuse.c's hidden_name) so it can still address it by path, and unlinks
+that name at the last close.  The daemon serves such a name from a descriptor instead of a lower
+entry: an unlinked file leaves its lower directory at once, as on ext4, and a file renamed over
+stays where it is until the rename replaces it in one lower rename(2), so the name is never
+missing in between (VolumeOps._hide decides which).
+
+After libfuse's last close of a file that was renamed over, its descriptor stays LINGER_S more:
+a program whose path walk reached that file through the kernel's cached name just before the
+rename then opens or stats it, as on ext4, instead of finding it gone.  Past that, such a request
+gets ESTALE, on which the kernel walks the path again and finds what the name holds now.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections import OrderedDict
+
+LINGER_S, LINGER_MAX = 1.0, 256
+_NAME = re.compile(r"\.fuse_hidden[0-9a-f]{16}")
+
+
+def is_hidden_name(path: str) -> bool:
+    return _NAME.fullmatch(path.rpartition("/")[2]) is not None
+
+
+class HiddenFiles:
+    def __init__(self) -> None:
+        # hidden name -> the daemon's descriptor; read without the lock on the hot paths (a dict
+        # lookup is atomic), usually empty
+        self.fds: dict[str, int] = {}
+        self._renamed_over: dict[str, None] = {}  # names a rename made (not an unlink)
+        self._lingering: OrderedDict[str, float] = OrderedDict()  # released by libfuse, kept a moment
+        self._lock = threading.Lock()
+
+    def keep(self, hidden: str, fd: int, renamed_over: bool) -> None:
+        with self._lock:
+            self.fds[hidden] = fd
+            if renamed_over:
+                self._renamed_over[hidden] = None
+
+    def release(self, hidden: str) -> bool:
+        """libfuse's unlink of a hidden name at the file's last close: True if it was one."""
+        with self._lock:
+            fd = self.fds.get(hidden)
+            if fd is None or hidden in self._lingering:
+                return fd is not None
+            if self._renamed_over.pop(hidden, "unlinked") is None:
+                self._lingering[hidden] = time.monotonic()
+            else:
+                del self.fds[hidden]
+                os.close(fd)
+            self._expire()
+        return True
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        while self._lingering:
+            oldest, since = next(iter(self._lingering.items()))
+            if now - since < LINGER_S and len(self._lingering) <= LINGER_MAX:
+                return
+            del self._lingering[oldest]
+            fd = self.fds.pop(oldest, None)
+            if fd is not None:
+                os.close(fd)
+
+    def let_go(self, path: str) -> bool:
+        """Whether ``path`` is a hidden name the daemon no longer holds (the request should then
+        get ESTALE, so the kernel looks the name up again)."""
+        return is_hidden_name(path) and path not in self.fds
