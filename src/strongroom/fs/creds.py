@@ -22,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import stat
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -79,3 +80,30 @@ class CallerCredentials:
         finally:
             libc.setfsuid(self.uid)  # back to 0: the kernel raises the file-system capabilities again
             libc.setfsgid(self.gid)
+
+
+_CAP_FSETID = 4  # linux/capability.h
+
+
+def drop_setid(fd: int) -> None:
+    """Clear set-user-ID, and set-group-ID on a group-executable file, as the kernel does when a
+    caller without CAP_FSETID writes or truncates a file."""
+    mode = os.fstat(fd).st_mode
+    drop = stat.S_ISUID | (stat.S_ISGID if mode & stat.S_IXGRP else 0)
+    if mode & drop:
+        os.fchmod(fd, stat.S_IMODE(mode) & ~drop)
+
+
+def lacks_fsetid(pid: int) -> bool:
+    """Whether process ``pid`` lacks CAP_FSETID.  Asked only when the kernel has kept the clearing
+    of set-id bits (no set-id shim, fuseio.py): it then clears them for writes and truncates, but
+    not for an open with O_TRUNC, which libfuse's atomic O_TRUNC leaves to the file system.  A
+    caller that cannot be read (gone) lacks it."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"CapEff:"):
+                    return not int(line.split()[1], 16) & (1 << _CAP_FSETID)
+    except (OSError, ValueError, IndexError):
+        pass
+    return True

@@ -21,12 +21,13 @@ from typing import Any
 
 from strongroom.fs import names
 from strongroom.fs.beneath import Beneath
-from strongroom.fs.creds import CallerCredentials
+from strongroom.fs.creds import CallerCredentials, drop_setid, lacks_fsetid
 from strongroom.fs.fileio import MAX_FILE_SIZE, MAX_REQUEST, FileIO, os_error
 from strongroom.fs.hidden import HiddenFiles, is_hidden_name
 from strongroom.fs.keys import VolumeKeys
 from strongroom.fs.links import HardLinkNames, Key
 from strongroom.fs.namespace import UTIME_NOW, Namespace, entry_kind
+from strongroom.fs.ratelog import RateLimitedLog
 from strongroom.fs.resolver import CACHE_ENTRIES, Resolver
 from strongroom.fs.xattr_store import XattrStore
 from strongroom.fs.xattrs import XattrCipher
@@ -47,18 +48,7 @@ def _ignore(_: str) -> None:
     return None
 
 
-def _drop_setid(fd: int) -> None:
-    """Clear set-user-ID, and set-group-ID on a group-executable file, as the kernel does when a
-    caller without CAP_FSETID writes or truncates a file."""
-    mode = os.fstat(fd).st_mode
-    drop = stat.S_ISUID | (stat.S_ISGID if mode & stat.S_IXGRP else 0)
-    if mode & drop:
-        os.fchmod(fd, stat.S_IMODE(mode) & ~drop)
-
-
-_CAP_FSETID = 4  # linux/capability.h
 _RENAMES = (12, 45)  # FUSE_RENAME, FUSE_RENAME2
-_NAME_CHANGES = (*_RENAMES, 10)  # and FUSE_UNLINK: libfuse hides open files within these
 
 
 class VolumeOps:
@@ -89,7 +79,7 @@ class VolumeOps:
         self.xattrs = XattrStore(XattrCipher(keys.xattr_names, keys.xattr_values), self.paths, bound_xattrs, self._damage)
         self.io = FileIO(keys, holes, self._damage, self.xattrs.rebind if bound_xattrs else None)
         self._logged: set[tuple[str, int | None]] = set()
-        self._unsupported_logged: set[str] = set()
+        self._unsupported_log = RateLimitedLog(log, interval=3600)  # bounded, whatever callers try
         self.acl: Any = None  # an acl.Enforcer on mounts with access rules
         self.context: Any = None  # () -> (uid, gid, pid) of the FUSE request being served
         # Entries a request creates are made under the caller's uid and gid (creds.py); set by
@@ -215,20 +205,11 @@ class VolumeOps:
 
     @staticmethod
     def attrs(st: os.stat_result, size: int) -> dict[str, Any]:
-        return {
-            "st_mode": st.st_mode,
-            "st_ino": st.st_ino,
-            "st_nlink": st.st_nlink,
-            "st_uid": st.st_uid,
-            "st_gid": st.st_gid,
-            "st_size": size,
-            "st_atime": st.st_atime_ns,
-            "st_mtime": st.st_mtime_ns,
-            "st_ctime": st.st_ctime_ns,
-            "st_blocks": st.st_blocks,
-            "st_blksize": BLKSIZE,
-            "st_rdev": st.st_rdev,
-        }
+        """mfusepy's form of the attributes (fuse_front.py packs struct stat itself where it can)."""
+        names = ("st_mode", "st_ino", "st_nlink", "st_uid", "st_gid", "st_blocks", "st_rdev")
+        out: dict[str, Any] = {n: getattr(st, n) for n in names}
+        out.update(st_size=size, st_blksize=BLKSIZE, st_atime=st.st_atime_ns, st_mtime=st.st_mtime_ns, st_ctime=st.st_ctime_ns)
+        return out
 
     def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:
         return self.attrs(*self.plain_stat(path, fh))
@@ -371,11 +352,10 @@ class VolumeOps:
         return 0
 
     def _hide(self, path: str, hidden: str) -> bool:
-        """libfuse moving an open file out of the way of an unlink (or of a rename over it):
-        unlink the lower file now, as ext4 would (its listing, its directory's emptiness and its
-        link count change at once), and serve ``hidden`` from a descriptor until libfuse's own
-        unlink of that name at the last close.  False if ``path`` is no open file (a caller's own
-        rename to such a name, done as asked)."""
+        """libfuse moving an open file out of the way of an unlink or of a rename over it: serve
+        ``hidden`` from a descriptor (hidden.py), and for an unlink remove the lower file now, as
+        ext4 would (its listing, its directory's emptiness and its link count change at once).
+        False if ``path`` is no open file (a caller's own rename to such a name, done as asked)."""
         lower_parent, name, _ = self.paths.entry(path)
         lower = f"{lower_parent}/{name}"
         try:
@@ -385,12 +365,10 @@ class VolumeOps:
         key = (st.st_dev, st.st_ino)
         fd = self.io.descriptor_of(key)
         if self.serving() in _RENAMES:
-            # A rename over an open file: libfuse renames the rename's own source over ``path``
-            # next, in this same request, and that lower rename replaces the entry atomically.
-            # Unlinked (or moved aside) here, the name would be missing in between, and a
-            # program opening it then (an editor's or a package manager's write-then-rename)
-            # would get ENOENT.  libfuse may count an open the daemon has just released: the
-            # hidden name then gets a descriptor of its own, closed at libfuse's unlink of it.
+            # libfuse renames the rename's source over ``path`` next, in this request: that lower
+            # rename replaces the entry atomically, where removing it here would leave the name
+            # missing in between (ENOENT for an editor's or package manager's readers).  libfuse
+            # may count an open the daemon just released: then a descriptor of its own.
             if fd is None:
                 fd = self.beneath.open(lower, os.O_RDONLY | os.O_CLOEXEC)
             self.hidden.keep(hidden, fd, renamed_over=True)
@@ -456,16 +434,8 @@ class VolumeOps:
             return opener(lower, os.O_RDONLY | os.O_CLOEXEC, mode)
 
     def _gone(self, path: str) -> OSError:
-        """The error for a path whose lower entry is missing: ESTALE for a libfuse hidden name the
-        daemon has already let go of (a file renamed over or unlinked while open, since closed).
-        A caller reaches that name only through a dentry cached from before the rename; on ESTALE
-        the kernel walks the path again, revalidating, and so opens or stats what the name holds
-        now, as ext4 would, where ENOENT would fail a program racing an atomic replace.  libfuse
-        itself probes for a free hidden name within a rename or unlink: that probe gets ENOENT."""
-        serving = self.serving()
-        if serving and serving not in _NAME_CHANGES and self.hidden.let_go(path):
-            return os_error(errno.ESTALE)
-        return os_error(errno.ENOENT)
+        """The error for a path whose lower entry is missing (hidden.py: ESTALE or ENOENT)."""
+        return os_error(self.hidden.missing_errno(path, self.serving()))
 
     def open(self, path: str, flags: int) -> int:
         self._check(path, write=flags & os.O_ACCMODE != os.O_RDONLY or bool(flags & os.O_TRUNC))
@@ -487,27 +457,15 @@ class VolumeOps:
         if st.st_nlink > 1 and (flags & os.O_APPEND or self.links_direct()):
             self.io.handles[fh].direct_io = True
         if flags & os.O_TRUNC and flags & os.O_ACCMODE != os.O_RDONLY:
-            if self.kill_requested is _never and st.st_mode & (stat.S_ISUID | stat.S_ISGID) and self._caller_lacks_fsetid():
-                _drop_setid(fd)
+            if (
+                self.kill_requested is _never
+                and st.st_mode & (stat.S_ISUID | stat.S_ISGID)
+                and self.context is not None
+                and lacks_fsetid(self.context()[2])
+            ):
+                drop_setid(fd)
             self.truncate(path, 0, fh)
         return fh
-
-    def _caller_lacks_fsetid(self) -> bool:
-        """Whether the process behind the request being served lacks CAP_FSETID.  Asked only when
-        the kernel has kept the clearing of set-id bits (no set-id shim, fuseio.py): it then clears
-        them for writes and truncates, but not for an open with O_TRUNC, which libfuse's atomic
-        O_TRUNC leaves to the file system.  A caller that cannot be read (gone) lacks it."""
-        if self.context is None:
-            return False
-        pid = self.context()[2]
-        try:
-            with open(f"/proc/{pid}/status", "rb") as f:
-                for line in f:
-                    if line.startswith(b"CapEff:"):
-                        return not int(line.split()[1], 16) & (1 << _CAP_FSETID)
-        except (OSError, ValueError, IndexError):
-            pass
-        return True
 
     def direct_io(self, fh: int) -> bool:
         """Whether the kernel should serve this open file without its page cache."""
@@ -561,7 +519,7 @@ class VolumeOps:
         self._writable()
         h = self.io.get(fh)
         if self.kill_requested():
-            _drop_setid(h.fd)
+            drop_setid(h.fd)
         n = self.io.write(h, memoryview(data), offset)
         self._changed(h.key, path, content=True)
         return n
@@ -579,7 +537,7 @@ class VolumeOps:
                 self.release(path, fh)
         h = self.io.get(fh)
         if self.kill_requested():  # a truncate, or an open with O_TRUNC
-            _drop_setid(h.fd)
+            drop_setid(h.fd)
         self.io.truncate(h, length)
         self._changed(h.key, path, content=True)
         return 0
@@ -607,11 +565,7 @@ class VolumeOps:
         raise os_error(errno.ENOTTY)
 
     def _unsupported(self, what: str) -> None:
-        if what not in self._unsupported_logged:
-            if len(self._unsupported_logged) >= 256:  # bounded, whatever callers try
-                self._unsupported_logged.clear()
-            self._unsupported_logged.add(what)
-            log.warning("%s is not supported (answered with an error; logged once)", what)
+        self._unsupported_log(logging.WARNING, what, "%s is not supported (answered with an error)", what)
 
     # -- extended attributes -------------------------------------------------------------
     def setxattr(self, path: str, name: str, value: bytes, options: int, position: int = 0) -> int:

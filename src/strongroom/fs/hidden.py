@@ -15,6 +15,7 @@ gets ESTALE, on which the kernel walks the path again and finds what the name ho
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import threading
@@ -22,6 +23,7 @@ import time
 from collections import OrderedDict
 
 LINGER_S, LINGER_MAX = 1.0, 256
+_NAME_CHANGES = (10, 12, 45)  # FUSE_UNLINK, FUSE_RENAME, FUSE_RENAME2: libfuse hides open files within these
 _NAME = re.compile(r"\.fuse_hidden[0-9a-f]{16}")
 
 
@@ -69,7 +71,13 @@ class HiddenFiles:
             if fd is not None:
                 os.close(fd)
 
-    def let_go(self, path: str) -> bool:
-        """Whether ``path`` is a hidden name the daemon no longer holds (the request should then
-        get ESTALE, so the kernel looks the name up again)."""
-        return is_hidden_name(path) and path not in self.fds
+    def missing_errno(self, path: str, serving: int) -> int:
+        """The errno for ``path`` when its lower entry is missing, within a request of opcode
+        ``serving`` (0: unknown).  ESTALE for a hidden name the daemon has let go of: a caller
+        reaches it only through a name the kernel cached from before a rename, and on ESTALE the
+        kernel walks the path again, revalidating, and finds what the name holds now, where
+        ENOENT would fail a program racing an atomic replace.  ENOENT otherwise, and for
+        libfuse's own probe for a free hidden name (within a rename or an unlink)."""
+        if serving and serving not in _NAME_CHANGES and is_hidden_name(path) and path not in self.fds:
+            return errno.ESTALE
+        return errno.ENOENT

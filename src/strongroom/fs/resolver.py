@@ -63,7 +63,7 @@ class Resolver:
         """The tweak stored in a directory, None if it stores none."""
         try:
             iv = sidecar.read_bounded(os.path.join(lower_dir, names.DIRIV), names.DIRIV_BYTES)
-        except OSError as e:  # a symlink, FIFO, device, oversized: that directory alone is EIO
+        except sidecar.UnsafeFile as e:  # a symlink, FIFO, device, oversized: that directory alone is EIO
             self._damage(lower_dir, None, f"directory tweak unreadable ({e.strerror})")
             raise _eio() from None
         if iv is None:
