@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -311,3 +312,60 @@ def test_stat_reports_the_mounts_preferred_io_size(vol: Mount) -> None:
     f.write_bytes(b"x")
     assert os.stat(f).st_blksize == MAX_REQUEST == 1 << 20
     assert os.stat(vol.mnt).st_blksize == MAX_REQUEST
+
+
+def test_a_write_into_a_hole_on_a_full_disk_answers_enospc_and_changes_nothing(tmp_path: Path) -> None:
+    """The room a write needs (holes it fills included) is reserved before anything is written:
+    a full lower disk answers ENOSPC and the block reads as before, never torn (EIO)."""
+    from tests.fs.mounts import Mount as M
+
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)], check=True)
+    m = M(small, "vol").init()
+    m.mnt = tmp_path / "mnt"
+    m.mnt.mkdir()
+    try:
+        m.start()
+        sparse = m.mnt / "sparse"
+        with open(sparse, "wb") as f:
+            f.write(b"a")
+            f.seek(1 << 20)
+            f.write(b"z")
+            f.flush()
+            os.fsync(f.fileno())
+        before = sparse.read_bytes()
+        with open(small / "filler", "wb", buffering=0) as f:  # the rest of the lower disk
+            try:
+                while True:
+                    f.write(bytes(4096))
+            except OSError as e:
+                assert e.errno == errno.ENOSPC
+        fd = os.open(sparse, os.O_WRONLY)
+        try:
+            for offset in (512 << 10, (512 << 10) + 100):  # whole blocks, and partial ones
+                with pytest.raises(OSError) as e:
+                    os.pwrite(fd, b"h" * 8192, offset)
+                assert e.value.errno == errno.ENOSPC
+        finally:
+            os.close(fd)
+        assert sparse.read_bytes() == before  # no EIO, nothing changed
+        (small / "filler").unlink()
+        with open(sparse, "r+b") as f:
+            f.seek(512 << 10)
+            f.write(b"h" * 8192)
+        after = sparse.read_bytes()
+        assert after[512 << 10 : (512 << 10) + 8192] == b"h" * 8192 and after[:1] == b"a"
+        m.stop()
+        r = cli_fsck(m)
+        assert r.returncode == 0, r.stdout
+    finally:
+        m.stop()
+        subprocess.run(["umount", str(small)], check=False)
+
+
+def cli_fsck(m: Mount) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "strongroom.cli.main", "fs", "fsck", str(m.lower), "--passphrase-file", str(m.pwfile)],
+        capture_output=True,
+    )

@@ -20,12 +20,14 @@ from strongroom.cli.fs_cmds import _fs_errors, _trustee_client, _volume_keys, fs
 def _held(volume: Path) -> Iterator[None]:
     """The volume to this command alone: refused while it is mounted under any name (a bind
     mount, a symlink) or another command rewrites it (fs/inuse.py)."""
-    from strongroom.fs import inuse
+    from strongroom.fs import inuse, journal
 
     try:
         fd = inuse.hold(volume)
     except inuse.VolumeBusy as e:
         raise CliError(str(e)) from None
+    for line in journal.replay(os.path.realpath(volume)):  # what a killed daemon left half done
+        click.echo(line, err=True)
     try:
         yield
     finally:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from strongroom.fs import blockrange, content
 from strongroom.fs import xattrs as xattrs_mod
+from strongroom.fs.journal import Journal
 from strongroom.fs.keys import VolumeKeys
 
 Key = tuple[int, int]  # (st_dev, st_ino) of a lower file
@@ -60,6 +61,14 @@ def _pwrite_all(fd: int, bufs: list[memoryview], offset: int) -> None:
     """One pwritev that must write everything: a short count is a full disk."""
     if os.pwritev(fd, bufs, offset) != sum(map(len, bufs)):
         raise os_error(errno.ENOSPC)
+
+
+def _hole_in(fd: int, start: int, stop: int) -> bool:
+    """Whether the lower range [start, stop) (inside the file) has a hole."""
+    try:
+        return os.lseek(fd, start, os.SEEK_HOLE) < stop
+    except OSError:
+        return False
 
 
 def _seek(fd: int, offset: int, whence: int, size: int) -> int:
@@ -126,8 +135,11 @@ class FileIO:
     are holes (format version 3 on); ``rebind``: how a file's attribute values follow a change of
     its file id (format version 4 on; None before)."""
 
-    def __init__(self, keys: VolumeKeys, holes: bool, damage: Damage, rebind: Rebind | None = None) -> None:
+    def __init__(
+        self, keys: VolumeKeys, holes: bool, damage: Damage, rebind: Rebind | None = None, journal: Journal | None = None
+    ) -> None:
         self.keys = keys
+        self.journal = journal  # where shrinks are recorded (journal.py); None for a reader
         self.holes = holes
         self._damage = damage
         self._rebind = rebind
@@ -357,11 +369,56 @@ class FileIO:
         header: bytes | None,
         cipher: content.FileCipher,
     ) -> None:
-        """Write sealed pieces into the lower file (plaintext size ``size`` before them; a new
-        file's ``header`` with them).  What lies past the old end is written first: if the disk
-        fills, the file is cut back to its old end before anything was rewritten in place, so no
-        block is ever left half old, and a new file is left empty."""
+        """Write sealed pieces (in file order) into the lower file (plaintext size ``size`` before
+        them; a new file's ``header`` with them) so that the daemon killed between any two lower
+        calls leaves every block that was there readable as it was (FILESYSTEM.md, "Crashes"):
+        the room they need (past the old end, and holes they fill) is reserved first, so a full
+        disk answers ENOSPC before anything is written; a new file's header goes first (alone it
+        is an empty file); then each piece is one pwritev, in file order, so a block sealed again
+        across the old end is replaced whole before anything extends the file past it."""
         lower_end = content.lower_size(size)
+        if not self._reserve(h.fd, pieces, lower_end):
+            self._put_unreserved(h, f, pieces, lower_end, header)
+        else:
+            if header is not None:
+                f.cipher = None
+                if pieces[0][0] == content.HEADER:  # one system call
+                    _pwrite_all(h.fd, [memoryview(header), pieces[0][1]], 0)
+                    pieces = pieces[1:]
+                else:
+                    _pwrite_all(h.fd, [memoryview(header)], 0)
+            for at, buf in pieces:
+                _pwrite_all(h.fd, [buf], at)
+        f.cipher = cipher
+        if size == 0 and self._rebind is not None and not f.no_xattrs:  # the file has an id now: its attributes follow
+            self._rebind(h.fd, xattrs_mod.EMPTY, xattrs_mod.file_binding(cipher.file_id))
+        f.no_xattrs = False
+
+    def _reserve(self, fd: int, pieces: list[tuple[int, memoryview]], lower_end: int) -> bool:
+        """Reserve the lower room the pieces need (fallocate, keeping the size): what lies past
+        the old end, and holes inside it they fill.  ENOSPC if there is none (nothing written);
+        False where the lower file system cannot reserve (then _put_unreserved)."""
+        for at, buf in pieces:
+            end = at + len(buf)
+            inside = min(end, lower_end)
+            start = at if self.holes and at < inside and _hole_in(fd, at, inside) else max(at, lower_end)
+            if start >= end:
+                continue
+            try:
+                _fallocate(fd, FALLOC_FL_KEEP_SIZE, start, end - start)
+            except OSError as e:
+                if e.errno in (errno.EOPNOTSUPP, errno.ENOSYS):
+                    return False
+                raise
+        return True
+
+    def _put_unreserved(
+        self, h: Handle, f: OpenFile, pieces: list[tuple[int, memoryview]], lower_end: int, header: bytes | None
+    ) -> None:
+        """_put on a lower file system that cannot reserve room: what lies past the old end first,
+        so that if the disk fills the file is cut back to its old end before anything was
+        rewritten in place (a crash between the two parts of a block sealed across the old end
+        can then leave that block unreadable: FILESYSTEM.md)."""
         beyond: list[tuple[int, memoryview]] = []
         inside: list[tuple[int, memoryview]] = []
         for at, buf in pieces:
@@ -373,23 +430,16 @@ class FileIO:
         if header is not None:
             f.cipher = None
         try:
-            if header is not None and beyond and beyond[0][0] == content.HEADER:  # one system call
-                _pwrite_all(h.fd, [memoryview(header), beyond[0][1]], 0)
-                beyond, header = beyond[1:], None
-            for at, buf in beyond:
-                _pwrite_all(h.fd, [buf], at)
             if header is not None:
                 _pwrite_all(h.fd, [memoryview(header)], 0)
+            for at, buf in beyond:
+                _pwrite_all(h.fd, [buf], at)
         except OSError:
             os.ftruncate(h.fd, lower_end)
             raise
         for at, buf in inside:
             if os.pwritev(h.fd, [buf], at) != len(buf):
                 raise os_error(errno.EIO)
-        f.cipher = cipher
-        if size == 0 and self._rebind is not None and not f.no_xattrs:  # the file has an id now: its attributes follow
-            self._rebind(h.fd, xattrs_mod.EMPTY, xattrs_mod.file_binding(cipher.file_id))
-        f.no_xattrs = False
 
     def truncate(self, h: Handle, length: int) -> None:
         if length > MAX_FILE_SIZE:
@@ -416,8 +466,17 @@ class FileIO:
                 if keep < content.BLOCK or self._is_hole(h, last, size):
                     block = self._scratch("plain", content.BLOCK)
                     self._open_blocks(h, cipher, last, last, block, size)
-                    os.pwrite(h.fd, cipher.seal(last, block[:keep]), content.block_offset(last))
-                os.ftruncate(h.fd, content.lower_size(length))
+                    sealed, at, new_end = cipher.seal(last, block[:keep]), content.block_offset(last), content.lower_size(length)
+                    # Cut short, the block is rewritten in place before the file is cut after it:
+                    # recorded first, so a crash between the two is finished, never left torn.
+                    record = None
+                    if keep < content.BLOCK and self.journal is not None:
+                        record = self.journal.begin(h.path, h.key[1], at, sealed, new_end)
+                    os.pwrite(h.fd, sealed, at)
+                    os.ftruncate(h.fd, new_end)
+                    Journal.end(record)
+                else:
+                    os.ftruncate(h.fd, content.lower_size(length))
 
     def _is_hole(self, h: Handle, index: int, size: int) -> bool:
         if index >= self._hole_limit(size):

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from strongroom.fs import content, names, sidecar, xattrs
+from strongroom.fs import content, journal, names, sidecar, xattrs
 from strongroom.fs.config import CONFIG
 from strongroom.fs.keys import VolumeKeys
 from strongroom.fs.xattrs import PREFIX as XATTR_PREFIX
@@ -88,6 +88,10 @@ class Checker:
         for n in entries:
             path = lower / n
             if n == names.DIRIV or (lower == self.volume and (n.startswith(CONFIG) or n.startswith("strongroom.acl.json"))):
+                continue
+            if lower == self.volume and n == journal.DIR:
+                for record in journal.pending(str(self.volume)):
+                    self._problem(Path(record), None, "an interrupted shrink, finished at the next mount", damage=False)
                 continue
             if n.startswith(names.LONG_PREFIX) and n.endswith(names.LONG_SUFFIX):
                 if n[: -len(names.LONG_SUFFIX)] not in present:

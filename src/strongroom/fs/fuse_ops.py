@@ -24,6 +24,7 @@ from strongroom.fs.beneath import Beneath
 from strongroom.fs.creds import CallerCredentials, drop_setid, lacks_fsetid
 from strongroom.fs.fileio import MAX_FILE_SIZE, MAX_REQUEST, FileIO, os_error
 from strongroom.fs.hidden import HiddenFiles, is_hidden_name
+from strongroom.fs.journal import Journal
 from strongroom.fs.keys import VolumeKeys
 from strongroom.fs.links import HardLinkNames, Key
 from strongroom.fs.namespace import UTIME_NOW, Namespace, entry_kind
@@ -77,7 +78,7 @@ class VolumeOps:
         self.paths = Resolver(self.root, self.names, derived_tweaks, self._damage)
         self.entries = Namespace(self.root, keys, self.paths, self.beneath, derived_tweaks, self._damage, self._as_caller)
         self.xattrs = XattrStore(XattrCipher(keys.xattr_names, keys.xattr_values), self.paths, bound_xattrs, self._damage)
-        self.io = FileIO(keys, holes, self._damage, self.xattrs.rebind if bound_xattrs else None)
+        self.io = FileIO(keys, holes, self._damage, self.xattrs.rebind if bound_xattrs else None, Journal(self.root))
         self._logged: set[tuple[str, int | None]] = set()
         self._unsupported_log = RateLimitedLog(log, interval=3600)  # bounded, whatever callers try
         self.acl: Any = None  # an acl.Enforcer on mounts with access rules

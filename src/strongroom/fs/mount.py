@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from strongroom.crypto.hygiene import harden_process
-from strongroom.fs import fuseio, inuse
+from strongroom.fs import fuseio, inuse, journal
 from strongroom.fs.creds import CallerCredentials
 from strongroom.fs.fuse_ops import VolumeOps
 from strongroom.fs.keys import VolumeKeys
@@ -260,6 +260,8 @@ def run(
         ops_lock = inuse.hold(volume)
     except inuse.VolumeBusy as e:
         raise MountError(str(e)) from None
+    for line in journal.replay(str(volume)):  # shrinks a killed daemon left half done
+        logging.getLogger("strongroom.fs").warning("%s", line)
     ops = _Ops(str(volume), keys, long_name_max, read_only, derived_tweaks, holes, bound_xattrs)
     ops.on_mounted = on_mounted
     ops.setid_shim, ops.reader_baton = setid_shim, reader_baton

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from strongroom.fs import config, content, keys, names, sidecar
+from strongroom.fs import config, content, journal, keys, names, sidecar
 from strongroom.fs.names import b64u, unb64u
 
 ROTATION = "rotation"
@@ -35,6 +35,8 @@ class RotationResult:
 def lower_entries(volume: Path) -> Iterator[Path]:
     for dirpath, dirnames, filenames in os.walk(volume):
         base = Path(dirpath)
+        if base == volume and journal.DIR in dirnames:  # the journal's records are no files of the volume
+            dirnames.remove(journal.DIR)
         for n in filenames + [d for d in dirnames if (base / d).is_symlink()]:
             if names.is_reserved(n) or n.startswith(config.CONFIG) or n.endswith(names.LONG_SUFFIX):
                 continue
