@@ -91,3 +91,68 @@ def test_interrupted_reencrypt_resumes(tmp_path: Path) -> None:
         m.stop()
     r = cli("fs", "fsck", str(m.lower), "--passphrase-file", str(m.pwfile))
     assert r.returncode == 0, r.stdout
+
+
+def test_reencrypt_keeps_holes_and_special_files_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    """A 2 GiB sparse file, a FIFO, a socket, a hard link, long names: holes stay holes (the
+    lower file stays as small as its data), special files are left unopened, nothing is left
+    behind; a failure keeps the journal for a resume and --abort forgets it."""
+    import socket
+    import stat
+
+    m = Mount(tmp_path).init().start()
+    long_name = "L" * 220
+    pieces = {0: os.urandom(5000), 1 << 30: os.urandom(70_000), (2 << 30) - 3: b"end"}
+    try:
+        with open(m.mnt / "sparse", "wb") as f:
+            for at, data in pieces.items():
+                f.seek(at)
+                f.write(data)
+        (m.mnt / long_name).write_bytes(b"long")
+        os.link(m.mnt / long_name, m.mnt / "hard")
+        os.mkfifo(m.mnt / "fifo")
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(m.mnt / "sock"))
+        s.close()
+        (m.mnt / "bad").write_bytes(os.urandom(10_000))
+    finally:
+        m.stop()
+    lower_sparse = max((p for p in m.lower_files() if p.stat().st_size > 1 << 30), key=lambda p: p.stat().st_size)
+    blocks_before = lower_sparse.stat().st_blocks
+    # one damaged file stops the pass: the copy being written is removed, the journal kept
+    bad = m.lower_of("bad")
+    with open(bad, "r+b") as f:
+        f.seek(5000)
+        f.write(b"\xff" * 16)
+    start = time.monotonic()
+    r = cli("fs", "reencrypt", str(m.lower), "--passphrase-file", str(m.pwfile), timeout=300)
+    assert r.returncode == 1 and b"stopped at" in r.stderr and b"resume" in r.stderr, r.stderr
+    assert not list(m.lower.rglob("strongroom.tmp.*"))
+    r = cli("fs", "reencrypt", str(m.lower), "--abort", timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert not (m.lower / "strongroom.reencrypt.journal").exists()
+    bad.unlink()  # the damaged file goes; the pass then completes
+    r = cli("fs", "reencrypt", str(m.lower), "--passphrase-file", str(m.pwfile), "--json", timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    # the blocks holding data (whole blocks around each piece), not the 2 GiB between them
+    assert out["special_files_kept"] == 2 and sum(map(len, pieces.values())) < out["bytes"] < 100_000
+    assert time.monotonic() - start < 120  # 2 GiB of holes are not read, let alone written
+    assert not list(m.lower.rglob("strongroom.tmp.*")) and not (m.lower / "strongroom.reencrypt.journal").exists()
+    after = max((p for p in m.lower_files() if p.stat().st_size > 1 << 30), key=lambda p: p.stat().st_size)
+    assert after.stat().st_blocks <= blocks_before + 64  # still sparse
+    m.start()
+    try:
+        with open(m.mnt / "sparse", "rb") as f:
+            for at, data in pieces.items():
+                f.seek(at)
+                assert f.read(len(data)) == data
+            f.seek(123 << 20)
+            assert f.read(4096) == bytes(4096)
+        assert os.stat(m.mnt / "sparse").st_size == 2 << 30
+        assert (m.mnt / long_name).read_bytes() == b"long" and (m.mnt / "hard").stat().st_nlink == 2
+        assert stat.S_ISFIFO((m.mnt / "fifo").lstat().st_mode) and stat.S_ISSOCK((m.mnt / "sock").lstat().st_mode)
+    finally:
+        m.stop()
+    r = cli("fs", "fsck", str(m.lower), "--passphrase-file", str(m.pwfile))
+    assert r.returncode == 0, r.stdout

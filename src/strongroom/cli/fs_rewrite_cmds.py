@@ -106,16 +106,18 @@ def fs_rotate(
 
 @fs.command("reencrypt")
 @click.argument("volume", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--abort", "abort_", is_flag=True, help="Forget an interrupted pass (its journal and copy) instead of resuming it.")
 @passphrase_option
 @profile_option
 @json_option
 @_fs_errors
 def fs_reencrypt(
-    volume: Path, passphrase_file: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool
+    volume: Path, abort_: bool, passphrase_file: Path | None, profile: Path | None, servers: tuple[str, ...], as_json: bool
 ) -> None:
     """Give every file of an unmounted volume a new file key and rewrite its data: the answer to
-    a leaked key (rotate alone re-wraps keys, it cannot take back a file key).  Resumable: an
-    interrupted run continues where it stopped.
+    a leaked key (rotate alone re-wraps keys, it cannot take back a file key).  Holes stay holes;
+    FIFOs, sockets and devices are left as they are.  Resumable: an interrupted or failed run
+    continues where it stopped (--abort forgets it instead; every file is whole either way).
 
     \b
     Example:
@@ -125,15 +127,25 @@ def fs_reencrypt(
 
     if (where := mount.volume_mounted(volume)) is not None:
         raise CliError(f"{volume} is mounted at {where}: unmount it first")
+    if abort_:
+        with _held(volume):
+            removed = reencrypt.abort(volume)
+        out = {"volume": str(volume), "removed": removed}
+        emit(out, as_json, lambda o: click.echo(f"forgot the interrupted pass ({o['removed']} files it left removed)"))
+        return
     keys = _volume_keys(volume, passphrase_file, profile, servers)
     with _held(volume):
         total = sum(1 for _ in rotate.lower_entries(volume))
-        with progress_bar("re-encrypting", total) as advance:
-            result = reencrypt.reencrypt(volume, keys, advance)
+        try:
+            with progress_bar("re-encrypting", total) as advance:
+                result = reencrypt.reencrypt(volume, keys, advance)
+        except reencrypt.ReencryptError as e:
+            raise CliError(str(e)) from None
     out = {
         "volume": str(volume),
         "files": result.files,
         "symlinks": result.symlinks,
+        "special_files_kept": result.special,
         "resumed_past": result.skipped,
         "bytes": result.bytes,
     }

@@ -4,26 +4,35 @@ undo (FORMAT.md §2).  Resumable and crash-safe:
 
 each file is written anew beside the old one (a `strongroom.tmp.*` name in the same lower
 directory), made durable, then renamed over it, so at every moment each name holds a whole file
-under one key; hard-linked names are replaced one by one from the first new copy.  Finished
-inodes are appended to a journal in the volume (`strongroom.reencrypt.journal`, fsync'd), so a
-rerun skips them; the journal is removed when the pass completes.
+under one key; hard-linked names are replaced one by one from the first new copy.  Only the old
+file's data is read and written: its holes (SEEK_DATA/SEEK_HOLE, and blocks stored as zeros) stay
+holes, so a sparse file costs what it holds.  FIFOs, sockets and device nodes hold no data and no
+key: they are left as they are, never opened.  Finished inodes are appended to a journal in the
+volume (`strongroom.reencrypt.journal`, one JSON line each, fsync'd), so a rerun skips them; the
+journal is removed when the pass completes.  A failure removes the copy being written and keeps
+the journal, so a rerun resumes; `abort` forgets the journal and any copy instead (every file is
+whole under its old or its new key either way).
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import os
+import stat
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from strongroom.fs import config, content, durable, names, xattrs
+from strongroom.fs import config, content, durable, names, sidecar, xattrs
 from strongroom.fs import keys as keys_mod
 from strongroom.fs.keys import VolumeKeys
 from strongroom.fs.rotate import lower_entries
 
 JOURNAL = "strongroom.reencrypt.journal"
+JOURNAL_MAX = 256 << 20  # bytes: a line per file of the volume
+TMP_PREFIX = "strongroom.tmp."
 PIECE_BLOCKS = 256
 
 
@@ -31,87 +40,170 @@ PIECE_BLOCKS = 256
 class ReencryptResult:
     files: int = 0
     symlinks: int = 0
+    special: int = 0  # FIFOs, sockets, device nodes: left as they are
     skipped: int = 0
     bytes: int = 0
 
 
+class ReencryptError(Exception):
+    """The pass stopped; the volume is whole (every file under its old or its new key)."""
+
+
 def _tmp_name(directory: Path) -> Path:
-    return directory / f"strongroom.tmp.{names.b64u(os.urandom(9))}"
+    return directory / f"{TMP_PREFIX}{names.b64u(os.urandom(9))}"
+
+
+def _stale_copies(volume: Path) -> list[Path]:
+    return [p for p in volume.rglob(TMP_PREFIX + "*") if not p.is_dir() or p.is_symlink()]
+
+
+def abort(volume: Path) -> int:
+    """Forget an interrupted pass: its journal and any copy it left.  Returns what was removed."""
+    gone = _stale_copies(volume)
+    for p in gone:
+        p.unlink()
+    journal = volume / JOURNAL
+    if journal.exists():
+        journal.unlink()
+        gone.append(journal)
+    durable.fsync_dir(volume)
+    return len(gone)
+
+
+def _done_so_far(journal: Path) -> set[str]:
+    raw = sidecar.read_bounded(journal, JOURNAL_MAX)
+    if raw is None:
+        return set()
+    done = set()
+    for line in raw.decode("utf-8", "surrogateescape").splitlines():
+        try:
+            done.add(str(json.loads(line)))
+        except ValueError:
+            continue  # the last line, cut short by a crash: that file is done again
+    return done
 
 
 def reencrypt(volume: Path, keys: VolumeKeys, progress: Callable[[int], None] = lambda n: None) -> ReencryptResult:
     journal_path = volume / JOURNAL
-    done: set[str] = set()
-    if journal_path.exists():
-        done = set(journal_path.read_text().split())
-    for stale in volume.rglob("strongroom.tmp.*"):  # copies left by an interrupted run
+    done = _done_so_far(journal_path)
+    for stale in _stale_copies(volume):  # copies left by an interrupted run
         stale.unlink()
     groups: dict[tuple[int, int], list[Path]] = defaultdict(list)
+    result = ReencryptResult()
     for path in lower_entries(volume):
         st = path.lstat()
-        groups[(st.st_dev, st.st_ino)].append(path)
-    result = ReencryptResult()
-    bound = config.VolumeConfig.load(volume).bound_xattrs
-    with open(journal_path, "a") as journal:
+        if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+            groups[(st.st_dev, st.st_ino)].append(path)
+        else:
+            result.special += 1
+            progress(1)
+    cfg = config.VolumeConfig.load(volume)
+    with open(journal_path, "a", encoding="utf-8", errors="surrogateescape") as journal:
         for names_of_inode in groups.values():
             first = names_of_inode[0]
             key = str(first.relative_to(volume))
             if key in done:
-                result.skipped += 1
-                progress(1)
+                result.skipped += len(names_of_inode)
+                progress(len(names_of_inode))
                 continue
-            if first.is_symlink():
-                _symlink(first, keys)
-                result.symlinks += 1
-            else:
-                result.bytes += _file(names_of_inode, keys, bound)
-                result.files += 1
-            journal.write(key + "\n")
+            try:
+                if first.is_symlink():
+                    _symlink(first, keys)
+                    result.symlinks += 1
+                else:
+                    result.bytes += _file(names_of_inode, keys, cfg.bound_xattrs, cfg.holes)
+                    result.files += 1
+            except (OSError, content.DamagedFile) as e:
+                why = getattr(e, "strerror", None) or str(e)
+                raise ReencryptError(
+                    f"stopped at {key} ({why}); every file is whole: run it again to resume, or `fs reencrypt --abort`"
+                ) from None
+            journal.write(json.dumps(key) + "\n")
             journal.flush()
             os.fsync(journal.fileno())
-            progress(1)
+            progress(len(names_of_inode))
     journal_path.unlink()
     durable.fsync_dir(volume)
     return result
 
 
-def _file(paths: list[Path], keys: VolumeKeys, bound_xattrs: bool) -> int:
+def _is_hole(chunk: bytes, k: int, index: int, last: int) -> bool:
+    """Whether block ``index`` (the chunk's ``k``th) is stored as zeros: a hole (never the last)."""
+    s = k * content.CBLOCK
+    return index < last and chunk[s] == 0 and chunk[s : s + content.CBLOCK] == content.ZERO_CBLOCK
+
+
+def _copy_content(
+    src: int, dst: int, size: int, keys: VolumeKeys, header: content.FileHeader, holes: bool
+) -> tuple[int, bytes]:
+    """Write ``src``'s data under ``header``'s key into ``dst``, holes kept (on volumes that have
+    them, format version 3 on); (bytes, the old file id)."""
+    old = content.FileCipher(content.FileHeader.decode(os.pread(src, content.HEADER, 0), keys.kek, keys.volume_id))
+    new = content.FileCipher(header)
+    os.pwrite(dst, header.encode(keys.kek, keys.volume_id), 0)
+    last = (size - 1) // content.BLOCK  # never a hole: every block before it may be
+    plain = bytearray(PIECE_BLOCKS * content.BLOCK)
+    total, index = 0, 0
+    while index <= last:
+        try:  # the next block holding data (the lower file's own holes are skipped unread)
+            data_at = os.lseek(src, content.block_offset(index), os.SEEK_DATA)
+        except OSError:
+            data_at = content.block_offset(last)
+        index = max(index, min(last, (data_at - content.HEADER) // content.CBLOCK))
+        n = min(PIECE_BLOCKS, last + 1 - index)
+        chunk = os.pread(src, n * content.CBLOCK, content.block_offset(index))
+        got = old.open_into(index, memoryview(chunk), memoryview(plain), hole_limit=last if holes else 0)
+        k = 0
+        while k < n:  # runs of blocks with data; blocks stored as zeros stay holes
+            if holes and _is_hole(chunk, k, index + k, last):
+                k += 1
+                continue
+            run = k + 1
+            while run < n and not (holes and _is_hole(chunk, run, index + run, last)):
+                run += 1
+            piece = memoryview(plain)[k * content.BLOCK : min(run * content.BLOCK, got)]
+            os.pwrite(dst, new.seal(index + k, piece), content.block_offset(index + k))
+            total += len(piece)
+            k = run
+        index += n
+    os.ftruncate(dst, content.lower_size(size))
+    return total, old.file_id
+
+
+def _file(paths: list[Path], keys: VolumeKeys, bound_xattrs: bool, holes: bool) -> int:
     first = paths[0]
-    st = first.lstat()
-    tmp = _tmp_name(first.parent)
-    total = 0
-    with open(first, "rb") as src:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, st.st_mode & 0o7777)
-        rebind = None
+    src = sidecar.open_regular(first, os.O_RDONLY)
+    try:
+        st = os.fstat(src)
+        tmp = _tmp_name(first.parent)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
+            total, rebind = 0, None
             if st.st_size:
-                old = content.FileCipher(content.FileHeader.decode(src.read(content.HEADER), keys.kek, keys.volume_id))
                 header = content.FileHeader.fresh()
+                total, old_id = _copy_content(src, fd, content.plain_size(st.st_size), keys, header, holes)
                 if bound_xattrs:  # attribute values follow the file to its new id
-                    rebind = (xattrs.file_binding(old.file_id), xattrs.file_binding(header.file_id))
-                new = content.FileCipher(header)
-                os.write(fd, header.encode(keys.kek, keys.volume_id))
-                index = 0
-                while chunk := src.read(PIECE_BLOCKS * content.CBLOCK):
-                    plain = old.open(index, chunk)  # DamagedFile stops the run: fsck first
-                    os.write(fd, new.seal(index, plain))
-                    total += len(plain)
-                    index += PIECE_BLOCKS
+                    rebind = (xattrs.file_binding(old_id), xattrs.file_binding(header.file_id))
             cipher = xattrs.XattrCipher(keys.xattr_names, keys.xattr_values)
-            for attr in os.listxattr(first):
-                value = os.getxattr(first, attr)
+            for attr in os.listxattr(src):
+                value = os.getxattr(src, attr)
                 if rebind is not None and attr.startswith(xattrs.PREFIX):
                     try:
                         value = cipher.seal_value(attr, cipher.open_value(attr, value, rebind[0]), rebind[1])
                     except keys_mod.WrongKey:
                         pass  # damaged before: copied as it is, still damaged (fsck names it)
-                os.setxattr(tmp, attr, value)
+                os.setxattr(fd, attr, value)
             os.fchown(fd, st.st_uid, st.st_gid)
             os.fchmod(fd, st.st_mode & 0o7777)
             os.fsync(fd)
-        finally:
+            os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+        except BaseException:
             os.close(fd)
-    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+            os.unlink(tmp)  # no copy left behind
+            raise
+        os.close(fd)
+    finally:
+        os.close(src)
     os.replace(tmp, first)
     durable.fsync_dir(first.parent)
     for other in paths[1:]:  # the other names of a hard-linked file, one atomic swap each
