@@ -502,3 +502,50 @@ def fs_cat(target: str, passphrase_file: Path | None, profile: Path | None, serv
             raise CliError(f"{inner}: {e.strerror} at byte {e.offset} (run fs fsck)") from None
         finally:
             out.flush()
+
+
+@fs.command("status")
+@click.argument("target", metavar="MOUNTPOINT|VOLUME", type=click.Path(path_type=Path))
+@json_option
+def fs_status(target: Path, as_json: bool) -> None:
+    """What a mounted volume's daemon met that it did not expect since it started: damaged blocks
+    and names, unreadable or missing directory tweaks, refused access rules, callers it could not
+    identify, failures no operation expected; each with a count, the first and the latest place.
+    Exit 0 when there is nothing, 1 when there is, 2 when the volume is not mounted.
+
+    \b
+    Example:
+      strongroom fs status /var/lib/postgresql
+    """
+    import json
+
+    from strongroom.fs import health, mount, sidecar
+    from strongroom.fs.config import VolumeConfig
+
+    source = mount.mounted_at(target)
+    if source is not None and source.startswith("strongroom:"):
+        volume = Path(source[len("strongroom:") :])
+    elif mount.volume_mounted(target) is not None:
+        volume = target
+    else:
+        raise CliError(f"{target} is not a mounted Strongroom volume (nor its mount point)", code=2)
+    path = health.status_path(VolumeConfig.load(volume).volume_id)
+    try:
+        raw = sidecar.read_bounded(path, 1 << 20)
+        state = json.loads(raw) if raw is not None else None
+    except (OSError, ValueError) as e:
+        raise CliError(f"{path}: unreadable ({e})", code=2) from None
+    if state is None:
+        raise CliError(f"{path}: the daemon keeps no status here (mounted by a user who cannot write /run?)", code=2)
+    problems = state.get("problems", {})
+
+    def human(o: dict[str, Any]) -> None:
+        click.echo(f"{o['volume']} mounted at {o['mountpoint']} (daemon pid {o['pid']})")
+        if not o["problems"]:
+            click.echo("nothing unexpected since it started")
+        for kind, seen in sorted(o["problems"].items()):
+            click.echo(f"{kind}: {seen['count']} (first: {seen['first']}; latest: {seen['latest']})")
+
+    emit(state, as_json, human)
+    if problems:
+        sys.exit(1)

@@ -22,6 +22,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,10 @@ MAC_AD = b"strongroom/v1/acl\x00"
 RELOAD_CHECK_S = 0.5
 
 log = logging.getLogger("strongroom.acl")
+
+
+def _no_note(kind: str, where: str) -> None:
+    return None
 
 
 class AclError(Exception):
@@ -212,6 +217,8 @@ class Enforcer:
         self._checked = 0.0
         self.learn_log = learn_log
         self._ratelog = RateLimitedLog(log)
+        # (kind, where): what it met that it did not expect, for `fs status` (health.py)
+        self.note: Callable[[str, str], None] = _no_note
         # Pids from FUSE are the mount's pid namespace's; /proc must be that namespace's too, or
         # a pid would be looked up as some other process (fail closed: see _unidentified).
         self.proc_is_ours = procid.proc_is_ours()
@@ -252,6 +259,7 @@ class Enforcer:
         except AclError as e:
             self.rules = None
             self.broken = str(e)
+            self.note("access rules refused", str(self.volume / RULES_FILE))
             log.error("access rules refused: %s; every request is denied until they verify", e)
         self._enforcing = self.broken is not None or (self.rules is not None and self.rules.mode != "off")
 
@@ -363,6 +371,7 @@ class Enforcer:
         permissive = self.broken is None and self.rules is not None and self.rules.mode == "permissive"
         verb = "would deny" if permissive else "denied"
         self._ratelog(logging.WARNING, ("unidentified", why), "%s a request whose caller cannot be identified: %s", verb, why)
+        self.note("caller not identified", f"pid {pid}")
         return permissive
 
     def _report(self, c: Caller, rel_path: str, write: bool) -> None:

@@ -204,6 +204,9 @@ class Fuse(mfusepy.FUSE):  # type: ignore[misc]
         except Exception as e:  # noqa: BLE001 - a bug or a state nothing expected: EIO, logged
             if func.__name__ == "init":
                 raise
+            health = getattr(self.operations, "health", None)
+            if health is not None:
+                health.note("unexpected failure", f"{func.__name__}: {type(e).__name__}")
             _ratelog(
                 logging.ERROR,
                 (func.__name__, type(e).__name__),

@@ -23,6 +23,7 @@ from strongroom.fs import names
 from strongroom.fs.beneath import Beneath
 from strongroom.fs.creds import CallerCredentials, drop_setid, lacks_fsetid
 from strongroom.fs.fileio import MAX_FILE_SIZE, MAX_REQUEST, FileIO, os_error
+from strongroom.fs.health import Health
 from strongroom.fs.hidden import HiddenFiles, is_hidden_name
 from strongroom.fs.journal import Journal
 from strongroom.fs.keys import VolumeKeys
@@ -43,10 +44,6 @@ BLKSIZE = MAX_REQUEST
 
 def _never() -> int:
     return 0
-
-
-def _ignore(_: str) -> None:
-    return None
 
 
 _RENAMES = (12, 45)  # FUSE_RENAME, FUSE_RENAME2
@@ -92,16 +89,16 @@ class VolumeOps:
         # notifier's thread (notify.py), since the kernel waits for page locks first.
         self.links: HardLinkNames | None = None
         self.invalidate_attrs: Callable[[str], object] | None = None
-        self.invalidate: Callable[[str], object] = _ignore
+        self.invalidate: Callable[[str], object] = len  # (a no-op off a mount)
         # libfuse's hidden name of an open, unlinked file -> the daemon's descriptor of it
         self.hidden = HiddenFiles()
+        self.health = Health()  # what it met that it did not expect (fs status); the mount's writes a file
         # () -> whether the kernel asked, with the request being served, for set-id bits to be
         # cleared; it asks only when the mount took that job over from it (fuseio.py)
         self.kill_requested: Callable[[], int] = _never
         # () -> the opcode of the request being served (fuseio.py; 0 when unknown)
         self.serving: Callable[[], int] = _never
-        # () -> whether files with several names may be served without the page cache (the
-        # kernel then still lets them be mapped shared: fuseio.py's direct_mmap)
+        # () -> whether files with several names may skip the page cache (fuseio.py's direct_mmap)
         self.links_direct: Callable[[], int] = _never
         self._self_pid = os.getpid()
 
@@ -158,6 +155,7 @@ class VolumeOps:
             self._logged.add(key)
             where = f" block {block}" if block is not None else ""
             log.error("damaged: %s%s: %s", what, where, reason)
+            self.health.note("damaged block" if block is not None else reason.split(" (")[0].split(":")[0], what + where)
 
     # -- attributes ----------------------------------------------------------------------
     def plain_stat(self, path: str, fh: int | None = None) -> tuple[os.stat_result, int]:

@@ -16,6 +16,7 @@ from strongroom.crypto.hygiene import harden_process
 from strongroom.fs import fuseio, inuse, journal
 from strongroom.fs.creds import CallerCredentials
 from strongroom.fs.fuse_ops import VolumeOps
+from strongroom.fs.health import Health
 from strongroom.fs.keys import VolumeKeys
 from strongroom.fs.links import HardLinkNames
 from strongroom.fs.notify import Notifier
@@ -295,7 +296,10 @@ def run(
 
         vid = b64u(keys.volume_id)
         reporter = DenialReporter(vid, report_to, spool_dir / f"acl-{vid}.spool.jsonl")
+    ops.health = Health(keys.volume_id, str(volume), str(mountpoint))
     ops.acl = acl.Enforcer(volume, keys.rules_mac, learn, reporter, floor)
+    ops.acl.note = ops.health.note
+    ops.health.flush()
     if ops.acl.active:
         ops.plus_listings = False
         # The kernel answers cached lookups and attributes without asking the daemon: on a volume
@@ -343,6 +347,7 @@ def run(
     finally:
         if ops.warm is not None:
             ops.warm.close()
+        ops.health.remove()
         os.close(ops_lock)
 
 

@@ -89,7 +89,8 @@ class Resolver:
             lower = f"{lower_parent}/{name}"  # the root is never "/" (VolumeOps)
         iv = self.stored_diriv(lower)
         if iv is None:
-            if parent_iv is None or not self.derived_tweaks:
+            if parent_iv is None or not self.derived_tweaks:  # the root's, or a version-1 volume's
+                self._damage(lower, None, "directory tweak missing: no name in it can be read")
                 raise _eio()
             iv = names.derived_diriv(parent_iv, name)
         with self._lock:
