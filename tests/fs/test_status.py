@@ -31,8 +31,9 @@ def test_fs_status_counts_each_unexpected_state(tmp_path: Path) -> None:
         (m.mnt / "f").write_bytes(os.urandom(10_000))
         (m.mnt / "d").mkdir()
         (m.mnt / "d" / "g").write_text("y")
-        assert cli("acl", "add", str(m.mnt), "--allow", "/usr/bin/cat", "--mode", "r", "--passphrase-file", str(m.pwfile)).returncode == 0
-        assert cli("acl", "mode", str(m.mnt), "permissive", "--passphrase-file", str(m.pwfile)).returncode == 0
+        pw = ("--passphrase-file", str(m.pwfile))
+        assert cli("acl", "add", str(m.mnt), "--allow", "/usr/bin/cat", "--mode", "r", *pw).returncode == 0
+        assert cli("acl", "mode", str(m.mnt), "permissive", *pw).returncode == 0
         m.stop()
         iv = (m.lower / names.DIRIV).read_bytes()
         cipher = m.name_cipher()
