@@ -369,3 +369,22 @@ def cli_fsck(m: Mount) -> subprocess.CompletedProcess[bytes]:
         [sys.executable, "-m", "strongroom.cli.main", "fs", "fsck", str(m.lower), "--passphrase-file", str(m.pwfile)],
         capture_output=True,
     )
+
+
+@pytest.mark.parametrize("dev", [False, True], ids=["nodev-default", "dev"])
+def test_device_nodes_open_only_with_dev(tmp_path: Path, dev: bool) -> None:
+    m = Mount(tmp_path).init().start(*(["--dev"] if dev else []))
+    try:
+        os.mknod(m.mnt / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        if dev:
+            with open(m.mnt / "null", "wb") as f:
+                assert f.write(b"to /dev/null") == 12
+        else:
+            with pytest.raises(PermissionError):
+                open(m.mnt / "null", "wb")  # noqa: SIM115 - it must not open
+        # O_TMPFILE: libfuse 3.14's path-based API has no such operation (FILESYSTEM.md)
+        with pytest.raises(OSError) as e:
+            os.open(m.mnt, os.O_TMPFILE | os.O_RDWR, 0o600)
+        assert e.value.errno == errno.EOPNOTSUPP
+    finally:
+        m.stop()

@@ -277,6 +277,12 @@ def fs_decrypt(
 @click.option("--allow-other", is_flag=True, help="Let other users reach the mount (subject to file modes).")
 @click.option("--read-only", is_flag=True, help="Mount read-only.")
 @click.option(
+    "--dev",
+    is_flag=True,
+    help="Let device nodes on the volume be opened as devices (nodev otherwise, the default: who can "
+    "write the lower directory could plant one).",
+)
+@click.option(
     "--attr-timeout",
     default=1.0,
     show_default=True,
@@ -322,6 +328,7 @@ def fs_mount(
     foreground: bool,
     allow_other: bool,
     read_only: bool,
+    dev: bool,
     attr_timeout: float,
     acl_timeout: float,
     keep_warm: bool,
@@ -367,6 +374,7 @@ def fs_mount(
             holes=cfg.holes,
             bound_xattrs=cfg.bound_xattrs,
             keep_warm=keep_warm,
+            dev=dev,
             setid_shim=setid_shim,
             reader_baton=reader_baton,
         )

@@ -240,6 +240,7 @@ def run(
     holes: bool = True,
     bound_xattrs: bool = True,
     keep_warm: bool = True,
+    dev: bool = False,
     setid_shim: bool = True,
     reader_baton: bool = True,
 ) -> None:
@@ -315,6 +316,9 @@ def run(
         options["allow_other"] = True
     if read_only:
         options["ro"] = True
+    # nodev unless asked: a device node planted in the lower directory would otherwise open the
+    # device it names for anyone the node's mode lets in
+    options["dev" if dev else "nodev"] = True
     logging.getLogger("mfusepy").setLevel(logging.WARNING)
     _tune_malloc()
     # The kernel applied the caller's umask to the modes it sends; the daemon's own must not be
