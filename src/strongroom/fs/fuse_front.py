@@ -249,11 +249,11 @@ class Fuse(mfusepy.FUSE):  # type: ignore[misc]
         )
 
     def getxattr(self, path: bytes, name: bytes, value: Any, size: int, *args: Any) -> int:
-        # Only user.* attributes are stored (xattrs.py).  The kernel asks for
-        # security.capability before every write and ls -l for system.posix_acl_access on
-        # every entry: answered here, not through an exception raised and logged per request.
-        # The answer is the same for every path, so it skips no access check that matters.
-        if not name.startswith(b"user."):
+        # Only user.* attributes and POSIX ACLs are stored (xattrs.py).  The kernel asks for
+        # security.capability before every write: answered here, not through an exception
+        # raised and logged per request.  The answer is the same for every path, so it skips
+        # no access check that matters.
+        if not name.startswith((b"user.", b"system.posix_acl_")):
             return -errno.ENODATA
         return int(super().getxattr(path, name, value, size, *args))
 

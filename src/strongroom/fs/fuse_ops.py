@@ -1,13 +1,10 @@
 """The mount's operations, as mfusepy calls them: each checks what the FUSE front decides
-(access rules, a read-only mount, set-id clearing), maps libfuse's hidden names of unlinked open
-files to descriptors, tells the kernel what changed under a file's other names (hard links), and
-hands the work to the layer that owns it: entries and directories (namespace.py), file content
-(fileio.py), extended attributes (xattr_store.py).  Every failure leaves as an OSError carrying
-ext4's errno, which the front end (fuse_front.py) answers with.
-
-Concurrency: libfuse calls in from several threads; fileio.py holds a file's lock around every
-operation on its content.
-"""
+(access rules, a read-only mount, set-id clearing), maps libfuse's hidden names to descriptors
+(hidden.py), tells the kernel what changed under a file's other names (hard links), and hands the
+work to the layer that owns it: entries (namespace.py), content (fileio.py), extended attributes
+and ACLs (xattr_store.py).  Every failure leaves as an OSError carrying ext4's errno, which the
+front end (fuse_front.py) answers with.  libfuse calls in from several threads; fileio.py holds a
+file's lock around every operation on its content."""
 
 from __future__ import annotations
 
@@ -19,7 +16,7 @@ import stat
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from strongroom.fs import names
+from strongroom.fs import names, posix_acl
 from strongroom.fs.beneath import Beneath
 from strongroom.fs.creds import CallerCredentials, drop_setid, lacks_fsetid
 from strongroom.fs.fileio import MAX_FILE_SIZE, MAX_REQUEST, FileIO, os_error
@@ -98,6 +95,7 @@ class VolumeOps:
         self.kill_requested: Callable[[], int] = _never
         # () -> the opcode of the request being served (fuseio.py; 0 when unknown)
         self.serving: Callable[[], int] = _never
+        self.umask: Callable[[], int] = _never  # () -> the caller's umask (the kernel leaves it to us with ACLs)
         # () -> whether files with several names may skip the page cache (fuseio.py's direct_mmap)
         self.links_direct: Callable[[], int] = _never
         self._self_pid = os.getpid()
@@ -225,8 +223,14 @@ class VolumeOps:
         self._check(path, write=True)
         self._writable()
         self.entries.set_mode(*self._node(path), mode)
+        if self.xattrs.acls:  # an access ACL says the mode too (posix_acl.py)
+            with self._reach(path) as (node, is_fd):
+                self.xattrs.chmod_acl(path, node, is_fd, mode)
         self._changed_path(path)
         return 0
+
+    def _new_mode(self, path: str, mode: int) -> tuple[int, bool, Any]:
+        return self.xattrs.new_entry_mode(path, mode, self.umask) if self.xattrs.acls else (mode, False, None)
 
     def chown(self, path: str, uid: int, gid: int) -> int:
         self._check(path, write=True)
@@ -311,13 +315,18 @@ class VolumeOps:
     def mkdir(self, path: str, mode: int) -> int:
         self._check(path, write=True)
         self._writable()
+        mode, inherits, access = self._new_mode(path, mode)
         self.entries.mkdir(path, mode)
+        if inherits:
+            with self._reach(path) as (node, _):
+                self.xattrs.inherit(path, node, access, directory=True)
         return 0
 
     def rmdir(self, path: str) -> int:
         self._check(path, write=True)
         self._writable()
         self.entries.rmdir(path)
+        self.xattrs.forget_defaults()
         return 0
 
     def fsyncdir(self, path: str, datasync: int, fh: int) -> int:
@@ -344,6 +353,7 @@ class VolumeOps:
         if is_hidden_name(new) and self._hide(old, new):
             return 0
         self.entries.rename(old, new)
+        self.xattrs.forget_defaults()
         if self.links is not None:
             replaced = self.links.removed(new) if old != new else None
             self.links.renamed(old, new)
@@ -351,34 +361,15 @@ class VolumeOps:
         return 0
 
     def _hide(self, path: str, hidden: str) -> bool:
-        """libfuse moving an open file out of the way of an unlink or of a rename over it: serve
-        ``hidden`` from a descriptor (hidden.py), and for an unlink remove the lower file now, as
-        ext4 would (its listing, its directory's emptiness and its link count change at once).
-        False if ``path`` is no open file (a caller's own rename to such a name, done as asked)."""
+        """libfuse moving an open file out of the way of an unlink or of a rename over it
+        (hidden.py); False if ``path`` is no open file (a caller's own rename to such a name)."""
         lower_parent, name, _ = self.paths.entry(path)
-        lower = f"{lower_parent}/{name}"
-        try:
-            st = os.lstat(lower)
-        except FileNotFoundError:
-            return False
-        key = (st.st_dev, st.st_ino)
-        fd = self.io.descriptor_of(key)
-        if self.serving() in _RENAMES:
-            # libfuse renames the rename's source over ``path`` next, in this request: that lower
-            # rename replaces the entry atomically, where removing it here would leave the name
-            # missing in between (ENOENT for an editor's or package manager's readers).  libfuse
-            # may count an open the daemon just released: then a descriptor of its own.
-            if fd is None:
-                fd = self.beneath.open(lower, os.O_RDONLY | os.O_CLOEXEC)
-            self.hidden.keep(hidden, fd, renamed_over=True)
-            return True
-        if fd is None:
-            return False
-        self.hidden.keep(hidden, fd, renamed_over=False)
-        self.entries.unlink(path)
-        if self.links is not None:
-            self._changed(self.links.removed(path))
-        return True
+        done = self.hidden.hide(f"{lower_parent}/{name}", hidden, self.serving() in _RENAMES, self.io, self.beneath)
+        if done == "unlink":  # as ext4 would: its listing, its directory's emptiness, its link count at once
+            self.entries.unlink(path)
+            if self.links is not None:
+                self._changed(self.links.removed(path))
+        return done is not None
 
     def link(self, target: str, source: str) -> int:
         """ln SOURCE TARGET."""
@@ -411,7 +402,7 @@ class VolumeOps:
     def mknod(self, path: str, mode: int, dev: int) -> int:
         self._check(path, write=True)
         self._writable()
-        self.entries.mknod(path, mode, dev)
+        self.entries.mknod(path, self._new_mode(path, mode)[0], dev)  # (no attributes on special files)
         return 0
 
     # -- files ---------------------------------------------------------------------------
@@ -474,6 +465,7 @@ class VolumeOps:
     def create(self, path: str, mode: int, flags: int = os.O_WRONLY) -> int:
         self._check(path, write=True)
         self._writable()
+        mode, inherits, access = self._new_mode(path, mode)
         lower_parent, name = self.entries.new_entry(path)
         lower = f"{lower_parent}/{name}"
         made = True
@@ -486,7 +478,9 @@ class VolumeOps:
             fd = self._as_caller(self._open_lower, lower, (flags | os.O_CREAT) & ~os.O_TRUNC, mode)
         st = os.fstat(fd)
         fh = self.io.add(fd, lower, st, append=bool(flags & os.O_APPEND))
-        if made:
+        if made and inherits and access is not None:
+            self.xattrs.write_acl(path, fd, True, posix_acl.ACCESS, access)
+        elif made:
             self.io.files[st.st_dev, st.st_ino].no_xattrs = True
         if st.st_size:  # create on an existing file truncates it (O_TRUNC semantics)
             self.truncate(path, 0, fh)
@@ -573,7 +567,10 @@ class VolumeOps:
         lower_name = self.xattrs.lower_name(name, errno.ENOTSUP)
         self.io.attributes_changed()  # rare: every file's first write looks for values again
         with self._reach(path) as (node, is_fd):
-            self.xattrs.set(path, node, is_fd, lower_name, value, options)
+            if name in posix_acl.NAMES:
+                self.xattrs.set_acl(path, node, is_fd, name, value, lambda m: self.entries.set_mode(*self._node(path), m))
+            else:
+                self.xattrs.set(path, node, is_fd, lower_name, value, options)
         self._changed_path(path)
         return 0
 
@@ -593,6 +590,9 @@ class VolumeOps:
         self._writable()
         lower_name = self.xattrs.lower_name(name, errno.ENODATA)
         with self._reach(path) as (node, is_fd):
-            self.xattrs.remove(node, is_fd, lower_name)
+            if name in posix_acl.NAMES:
+                self.xattrs.write_acl(path, node, is_fd, name, None)
+            else:
+                self.xattrs.remove(node, is_fd, lower_name)
         self._changed_path(path)
         return 0

@@ -22,6 +22,9 @@ import threading
 import time
 from collections import OrderedDict
 
+from strongroom.fs.beneath import Beneath
+from strongroom.fs.fileio import FileIO
+
 LINGER_S, LINGER_MAX = 1.0, 256
 _NAME_CHANGES = (10, 12, 45)  # FUSE_UNLINK, FUSE_RENAME, FUSE_RENAME2: libfuse hides open files within these
 _NAME = re.compile(r"\.fuse_hidden[0-9a-f]{16}")
@@ -39,6 +42,27 @@ class HiddenFiles:
         self._renamed_over: dict[str, None] = {}  # names a rename made (not an unlink)
         self._lingering: OrderedDict[str, float] = OrderedDict()  # released by libfuse, kept a moment
         self._lock = threading.Lock()
+
+    def hide(self, lower: str, hidden: str, renaming: bool, io: FileIO, beneath: Beneath) -> str | None:
+        """libfuse moving the open file ``lower`` to ``hidden``: keep a descriptor of it to serve
+        that name.  Within a rename ("keep"), the lower entry stays: libfuse renames the rename's
+        source over it next, in the same request, and that one lower rename replaces it, where
+        removing it here would leave the name missing in between (ENOENT for an editor's or a
+        package manager's readers); libfuse may count an open the daemon just released, which
+        then gets a descriptor of its own.  Within an unlink ("unlink"), the caller removes the
+        lower entry at once.  None if the daemon has no such open file."""
+        try:
+            st = os.lstat(lower)
+        except FileNotFoundError:
+            return None
+        fd = io.descriptor_of((st.st_dev, st.st_ino))
+        if renaming:
+            self.keep(hidden, beneath.open(lower, os.O_RDONLY | os.O_CLOEXEC) if fd is None else fd, renamed_over=True)
+            return "keep"
+        if fd is None:
+            return None
+        self.keep(hidden, fd, renamed_over=False)
+        return "unlink"
 
     def keep(self, hidden: str, fd: int, renamed_over: bool) -> None:
         with self._lock:

@@ -24,6 +24,7 @@ from strongroom.fs.notify import Notifier
 os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")  # mfusepy would take libfuse2 if it were installed
 
 FUSE_CAP_WRITEBACK_CACHE = 1 << 16
+FUSE_CAP_DONT_MASK, FUSE_CAP_POSIX_ACL = 1 << 6, 1 << 19  # libfuse 3.14's fuse_common.h
 MAX_WRITE = 1 << 20
 TIMEOUT = 1.0
 # On a volume with access rules: how long the kernel may answer a lookup or stat from its cache,
@@ -132,6 +133,13 @@ class _Ops(VolumeOps):
             # ours, which breaks hard links under libfuse's path-based API (each name is its own
             # kernel inode).  The low-level API (one inode per file) would allow both.
             conn.want &= ~FUSE_CAP_WRITEBACK_CACHE
+            if conn.capable & FUSE_CAP_POSIX_ACL:
+                # The kernel enforces POSIX ACLs and asks for them; the daemon stores them, keeps
+                # modes in step and gives new entries their directory's default ACL, so it also
+                # applies the umask itself (it must not apply where a default ACL does).
+                conn.want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK
+                self.xattrs.acls = True
+                self.umask = _request_umask()
             conn.max_write = MAX_WRITE
             conn.max_readahead = MAX_WRITE  # 1 MiB read requests too: fewer round trips
             self.io_parts = fuseio.install(conn, self.setid_shim, self.reader_baton)
@@ -223,6 +231,22 @@ def _request_context() -> Callable[[], tuple[int, int, int]]:
         return int(c.uid), int(c.gid), int(c.pid)
 
     return context
+
+
+def _request_umask() -> Callable[[], int]:
+    """The umask of the FUSE request being served (libfuse's context, read holding the GIL)."""
+    import ctypes
+
+    import mfusepy
+
+    fn = ctypes.PyDLL(mfusepy._libfuse_path).fuse_get_context
+    fn.restype = ctypes.POINTER(mfusepy.fuse_context)
+    fn.argtypes = []
+
+    def umask() -> int:
+        return int(fn().contents.umask)
+
+    return umask
 
 
 def run(

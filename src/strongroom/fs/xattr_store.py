@@ -12,11 +12,12 @@ import os
 import stat
 from collections.abc import Callable
 
-from strongroom.fs import content, names, xattrs
+from strongroom.fs import content, names, posix_acl, xattrs
 from strongroom.fs.fileio import os_error
 from strongroom.fs.resolver import Resolver
 
 Node = str | int  # a lower path, or a descriptor
+SetMode = Callable[[int], None]  # chmod of the entry at hand
 
 
 class XattrStore:
@@ -28,6 +29,8 @@ class XattrStore:
         # Format version 4: an extended attribute's value is bound to its file (FORMAT.md §6).
         self.bound = bound
         self._damage = damage
+        self._defaults: dict[str, posix_acl.Entries | None] = {}  # directory -> its default ACL
+        self.acls = False  # POSIX ACLs kept (the kernel negotiated FUSE_POSIX_ACL: mount.py)
 
     def binding(self, path: str, node: Node, is_fd: bool) -> bytes | None:
         """What the entry's attribute values are bound to (None before format version 4)."""
@@ -64,7 +67,10 @@ class XattrStore:
             os.setxattr(fd, lower_name, self.cipher.seal_value(lower_name, value, new))
 
     def lower_name(self, name: str, refused: int) -> str:
-        """A plaintext attribute name's lower name; OSError ``refused`` for a name outside user.*."""
+        """A plaintext attribute name's lower name; OSError ``refused`` for a name outside user.*
+        (and the POSIX ACL names, where the kernel lets the mount take ACLs)."""
+        if name in posix_acl.NAMES and not self.acls:
+            raise os_error(refused)
         try:
             return self.cipher.lower_name(name)
         except names.BadName:
@@ -100,3 +106,80 @@ class XattrStore:
 
     def remove(self, node: Node, is_fd: bool, lower_name: str) -> None:
         os.removexattr(node, lower_name, follow_symlinks=is_fd)
+
+    # -- POSIX ACLs (posix_acl.py): the kernel enforces them; they are kept here, encrypted --------
+    def read_acl(self, path: str, node: Node, is_fd: bool, name: str) -> posix_acl.Entries | None:
+        try:
+            return posix_acl.parse(self.get(path, node, is_fd, self.cipher.lower_name(name)))
+        except OSError as e:
+            if e.errno == errno.ENODATA:
+                return None
+            raise
+
+    def write_acl(self, path: str, node: Node, is_fd: bool, name: str, entries: posix_acl.Entries | None) -> None:
+        """Store an ACL (None, or one no more than a mode: none stored)."""
+        if name == posix_acl.DEFAULT:
+            self._defaults.pop(path, None)
+        lower_name = self.cipher.lower_name(name)
+        if entries is None or not entries or (name == posix_acl.ACCESS and posix_acl.is_minimal(entries)):
+            try:
+                self.remove(node, is_fd, lower_name)
+            except OSError as e:
+                if e.errno != errno.ENODATA:
+                    raise
+            return
+        self.set(path, node, is_fd, lower_name, posix_acl.serialize(entries), 0)
+
+    def set_acl(self, path: str, node: Node, is_fd: bool, name: str, value: bytes, set_mode: SetMode) -> None:
+        """setfacl: the ACL stored, and for an access ACL the mode brought in step with it (the
+        group class bits are its mask)."""
+        entries = posix_acl.parse(value)
+        st = os.fstat(node) if is_fd else os.lstat(node)  # type: ignore[arg-type]
+        if name == posix_acl.DEFAULT and not stat.S_ISDIR(st.st_mode):
+            raise os_error(errno.EACCES)
+        if name == posix_acl.ACCESS and entries:
+            mode = stat.S_IMODE(st.st_mode) & ~0o777 | posix_acl.mode_of(entries)
+            if mode != stat.S_IMODE(st.st_mode):
+                set_mode(mode)
+        self.write_acl(path, node, is_fd, name, entries)
+
+    def chmod_acl(self, path: str, node: Node, is_fd: bool, mode: int) -> None:
+        """After a chmod: the access ACL, if there is one, says the new mode too."""
+        entries = self.read_acl(path, node, is_fd, posix_acl.ACCESS)
+        if entries:
+            self.write_acl(path, node, is_fd, posix_acl.ACCESS, posix_acl.with_mode(entries, mode))
+
+    def default_acl(self, directory: str) -> posix_acl.Entries | None:
+        """A directory's default ACL (kept a while: asked at every create in it)."""
+        if directory in self._defaults:
+            return self._defaults[directory]
+        lower = self.paths.lower(directory)
+        try:
+            found = self.read_acl(directory, lower, False, posix_acl.DEFAULT)
+        except OSError:
+            found = None
+        if len(self._defaults) >= 4096:
+            self._defaults.clear()
+        self._defaults[directory] = found
+        return found
+
+    def forget_defaults(self) -> None:
+        """Directories moved or removed: their default ACLs are read again."""
+        self._defaults.clear()
+
+    def new_entry_mode(self, path: str, mode: int, umask: Callable[[], int]) -> tuple[int, bool, posix_acl.Entries | None]:
+        """(the mode a new entry gets, whether its directory has a default ACL, the access ACL it
+        inherits, None if no more than a mode): the default ACL, or else the caller's umask (the
+        kernel leaves both to the file system when it takes ACLs)."""
+        default = self.default_acl(path.rpartition("/")[0] or "/")
+        if not default:
+            return mode & ~umask(), False, None
+        access, inherited = posix_acl.inherit(default, mode)
+        return inherited, True, None if posix_acl.is_minimal(access) else access
+
+    def inherit(self, path: str, node: Node, access: posix_acl.Entries | None, directory: bool) -> None:
+        """Give a new entry the ACLs its directory's default ACL says."""
+        if access is not None:
+            self.write_acl(path, node, False, posix_acl.ACCESS, access)
+        if directory:
+            self.write_acl(path, node, False, posix_acl.DEFAULT, self.default_acl(path.rpartition("/")[0] or "/"))

@@ -13,6 +13,7 @@ from strongroom.fs.names import BadName, b64u, unb64u
 NAME_AD = b"strongroom/v1/xattr-name"
 VALUE_AD = b"strongroom/v1/xattr-value\x00"
 PREFIX = "user.sr."
+ACL_NAMES = ("system.posix_acl_access", "system.posix_acl_default")  # posix_acl.py
 
 # What a value is bound to, by the kind of entry (version 4; None: versions 1-3, the name only).
 EMPTY = b"empty"  # an empty regular file has no header, hence no file id
@@ -45,7 +46,11 @@ class XattrCipher:
         self._value_key = value_key
 
     def lower_name(self, name: str) -> str:
-        """user.X -> user.sr.<b64u(SIV(X))>; only the user namespace is exposed."""
+        """user.X -> user.sr.<b64u(SIV(X))>; the two POSIX ACL names (system.posix_acl_access,
+        system.posix_acl_default) -> user.sr.<b64u(SIV(NUL ‖ name))>, apart from any user name
+        (which cannot hold a NUL).  Nothing else is exposed."""
+        if name in ACL_NAMES:
+            return PREFIX + b64u(self._siv.encrypt(b"\x00" + name.encode(), [NAME_AD]))
         if not name.startswith("user.") or len(name) == 5:
             raise BadName("only user.* extended attributes are supported")
         return PREFIX + b64u(self._siv.encrypt(name[5:].encode(), [NAME_AD]))
@@ -54,8 +59,17 @@ class XattrCipher:
         if not lower.startswith(PREFIX):
             raise BadName("not a Strongroom attribute")
         try:
-            return "user." + self._siv.decrypt(unb64u(lower[len(PREFIX) :]), [NAME_AD]).decode()
-        except (InvalidTag, ValueError, UnicodeDecodeError):
+            plain = self._siv.decrypt(unb64u(lower[len(PREFIX) :]), [NAME_AD])
+        except (InvalidTag, ValueError):
+            raise BadName("attribute name does not decrypt") from None
+        if plain.startswith(b"\x00"):
+            name = plain[1:].decode("ascii", "replace")
+            if name not in ACL_NAMES:
+                raise BadName("attribute name is no name this version stores")
+            return name
+        try:
+            return "user." + plain.decode()
+        except UnicodeDecodeError:
             raise BadName("attribute name does not decrypt") from None
 
     def seal_value(self, lower: str, value: bytes, binding: bytes | None) -> bytes:
