@@ -5,7 +5,8 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(python3 python3-venv python3-dev gcc ca-certificates postgresql wrk ent rng-tools5 fuse3 libfuse3-3 gocryptfs sqlite3 libssl-dev libsodium23 age gpg haveged
   autoconf automake libtool make perl  # this line builds and runs pjdfstest (tests/fs/test_pjdfstest.py)
-  acl rsync)  # POSIX ACLs on the mount (tests/fs/test_posix_acl.py)
+  acl rsync  # POSIX ACLs on the mount (tests/fs/test_posix_acl.py)
+  fio)  # bench/fs_db_pair.py
 
 if [ "$(id -u)" = 0 ]; then
   missing=()

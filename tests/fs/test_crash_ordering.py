@@ -29,9 +29,11 @@ count = [0]
 fstat = os.fstat
 def counted(fn):
     def call(*a, **k):
-        # only calls on the volume's lower files: a descriptor of a regular file, a path in it
+        # only calls on the volume's lower files (a descriptor of one, or a path in the volume)
         target = a[0]
-        if stat.S_ISREG(fstat(target).st_mode) if isinstance(target, int) else os.fspath(target).startswith(lower):
+        if isinstance(target, int):
+            target = os.readlink(f"/proc/self/fd/{target}") if stat.S_ISREG(fstat(target).st_mode) else ""
+        if os.fspath(target).startswith(lower):
             count[0] += 1
             if count[0] >= limit:
                 os._exit(137)
