@@ -27,8 +27,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
+from strongroom.bench import pairs
 from strongroom.bench.fs import PASSPHRASE
 from strongroom.fs import mount as fs_mount
 
@@ -159,7 +159,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="sr-db-", dir="/var/tmp"))
     root.chmod(0o755)
     systems: list[Mounted] = [Plain(root / "plain", "plain"), Gocryptfs(root / "gocryptfs", "gocryptfs")]
-    systems += [Strongroom(root / f"base{i}", f"base {src}", src) for i, src in enumerate(args.base)]
+    systems += [Strongroom(root / f"base{i}", src, src) for i, src in enumerate(args.base)]
     systems.append(Strongroom(root / "this", "strongroom"))
     rows = ("pgbench tps", "fio read iops", "fio write iops")
     got: dict[str, dict[str, list[float]]] = {s.name: {r: [] for r in rows} for s in systems}
@@ -179,16 +179,26 @@ def main() -> None:
                 print(f"round {r + 1} {s.name}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in got[s.name].items()), flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    ref = {row: statistics.median(v) for row, v in got["gocryptfs"].items()}
-    result: dict[str, Any] = {"rounds": args.rounds, "seconds": args.seconds, "systems": {}}
-    for s in systems:
-        med = {row: statistics.median(v) for row, v in got[s.name].items()}
-        ratios = {row: med[row] / ref[row] for row in rows}
-        result["systems"][s.name] = {"median": med, "vs_gocryptfs": ratios, "all": got[s.name]}
-        print(f"{s.name}: " + ", ".join(f"{row} {med[row]:.0f} ({med[row] / ref[row]:.2f}x)" for row in rows))
+    this = systems[-1].name
+    rows_out = []
+    for other in systems[:-1]:
+        for row in rows:
+            mine, theirs = got[this][row], got[other.name][row]
+            ratio = statistics.median(a / b for a, b in zip(mine, theirs, strict=True))  # paired, per round
+            rows_out.append(
+                {"base": other.name, "phase": row, "Strongroom / it": ratio, "Strongroom": statistics.median(mine),
+                 "it": statistics.median(theirs)}
+            )  # fmt: skip
+            m, t = statistics.median(mine), statistics.median(theirs)
+            print(f"{row}: Strongroom {m:.0f}, {other.name} {t:.0f}, paired ratio {ratio:.2f}")
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        others = {"plain": "the plain disk (ext4), no encryption", "gocryptfs": _gocryptfs_version()}
+        pairs.save(args.json, "fs_db", args.rounds, list(args.base), rows_out, others)
+
+
+def _gocryptfs_version() -> str:
+    r = subprocess.run(["gocryptfs", "-version"], capture_output=True, text=True, check=False)
+    return r.stdout.split(";")[0].strip() or "gocryptfs"
 
 
 if __name__ == "__main__":

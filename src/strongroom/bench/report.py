@@ -458,6 +458,8 @@ def _pairs(pairs_dir: Path) -> list[str]:
         ]
         if data["kind"] == "vault":
             lines += [_vault_verdict(data), ""]
+        if data["kind"] == "fs_db":
+            lines += [_db_verdict(data), ""]
     return lines
 
 
@@ -474,6 +476,13 @@ def _vault_verdict(data: dict[str, Any]) -> str:
         " OpenBao's listener is configured to accept the 1,000-item batch (`max_request_json_strings = 10000`; its"
         " default of 1,000 strings refuses it)."
     )
+
+
+def _db_verdict(data: dict[str, Any]) -> str:
+    """Issue 35's target against the stored run: pgbench and fio each at least gocryptfs's rate."""
+    rows = [r for r in data["rows"] if r["base"] == "gocryptfs"]
+    slow = [f"{r['phase']} {r['Strongroom / it']:.2f}x" for r in rows if r["Strongroom / it"] < 1.0]
+    return "Target: every row at least 1.0x gocryptfs's rate: " + ("met." if not slow else f"MISSED ({', '.join(slow)}).")
 
 
 def document(results: dict[str, Any], charts: list[str], out: Path, doc: Path) -> str:

@@ -371,13 +371,17 @@ class FileIO:
     ) -> None:
         """Write sealed pieces (in file order) into the lower file (plaintext size ``size`` before
         them; a new file's ``header`` with them) so that the daemon killed between any two lower
-        calls leaves every block that was there readable as it was (FILESYSTEM.md, "Crashes"):
-        the room they need (past the old end, and holes they fill) is reserved first, so a full
-        disk answers ENOSPC before anything is written; a new file's header goes first (alone it
-        is an empty file); then each piece is one pwritev, in file order, so a block sealed again
-        across the old end is replaced whole before anything extends the file past it."""
+        calls leaves every block that was there readable as it was (FILESYSTEM.md, "Crashes").
+        When a piece rewrites a block across the old end, or fills holes, the room the pieces
+        need is reserved first, so a full disk answers ENOSPC before anything is written; then a
+        new file's header goes first (alone it is an empty file) and each piece is one pwritev,
+        in file order, so a block sealed again across the old end is replaced whole before
+        anything extends the file past it.  Other writes (new blocks past the end, blocks
+        rewritten in place) need no room they do not have: _put_unreserved."""
         lower_end = content.lower_size(size)
-        if not self._reserve(h.fd, pieces, lower_end):
+        straddles = any(at < lower_end < at + len(buf) for at, buf in pieces)
+        fills = self.holes and any(at < lower_end and _hole_in(h.fd, at, min(at + len(buf), lower_end)) for at, buf in pieces)
+        if not (straddles or fills) or not self._reserve(h.fd, pieces, lower_end):
             self._put_unreserved(h, f, pieces, lower_end, header)
         else:
             if header is not None:
@@ -415,10 +419,11 @@ class FileIO:
     def _put_unreserved(
         self, h: Handle, f: OpenFile, pieces: list[tuple[int, memoryview]], lower_end: int, header: bytes | None
     ) -> None:
-        """_put on a lower file system that cannot reserve room: what lies past the old end first,
-        so that if the disk fills the file is cut back to its old end before anything was
-        rewritten in place (a crash between the two parts of a block sealed across the old end
-        can then leave that block unreadable: FILESYSTEM.md)."""
+        """_put without reserving: what lies past the old end first, so that if the disk fills
+        the file is cut back to its old end before anything was rewritten in place.  Crash-safe
+        as _put for writes that rewrite no block across the old end; where one does (only on a
+        lower file system that cannot reserve room), a crash between its two parts can leave that
+        block unreadable (FILESYSTEM.md)."""
         beyond: list[tuple[int, memoryview]] = []
         inside: list[tuple[int, memoryview]] = []
         for at, buf in pieces:

@@ -222,8 +222,9 @@ class VolumeOps:
     def chmod(self, path: str, mode: int) -> int:
         self._check(path, write=True)
         self._writable()
-        self.entries.set_mode(*self._node(path), mode)
-        if self.xattrs.acls:  # an access ACL says the mode too (posix_acl.py)
+        node, is_fd = self._node(path)
+        self.entries.set_mode(node, is_fd, mode)
+        if self.xattrs.acls and self.xattrs.has(node, is_fd, posix_acl.ACCESS):  # it says the mode too
             with self._reach(path) as (node, is_fd):
                 self.xattrs.chmod_acl(path, node, is_fd, mode)
         self._changed_path(path)
@@ -577,6 +578,8 @@ class VolumeOps:
     def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
         self._check(path)
         lower_name = self.xattrs.lower_name(name, errno.ENODATA)
+        if name in posix_acl.NAMES and not self.xattrs.has(*self._node(path), name):
+            raise os_error(errno.ENODATA)  # the common answer (ls -l asks of every entry), cheaply
         with self._reach(path) as (node, is_fd):
             return self.xattrs.get(path, node, is_fd, lower_name)
 

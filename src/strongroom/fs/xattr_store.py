@@ -31,6 +31,7 @@ class XattrStore:
         self._damage = damage
         self._defaults: dict[str, posix_acl.Entries | None] = {}  # directory -> its default ACL
         self.acls = False  # POSIX ACLs kept (the kernel negotiated FUSE_POSIX_ACL: mount.py)
+        self._acl_lower = {name: cipher.lower_name(name) for name in posix_acl.NAMES}  # made once
 
     def binding(self, path: str, node: Node, is_fd: bool) -> bytes | None:
         """What the entry's attribute values are bound to (None before format version 4)."""
@@ -69,8 +70,10 @@ class XattrStore:
     def lower_name(self, name: str, refused: int) -> str:
         """A plaintext attribute name's lower name; OSError ``refused`` for a name outside user.*
         (and the POSIX ACL names, where the kernel lets the mount take ACLs)."""
-        if name in posix_acl.NAMES and not self.acls:
-            raise os_error(refused)
+        if name in posix_acl.NAMES:
+            if not self.acls:
+                raise os_error(refused)
+            return self._acl_lower[name]
         try:
             return self.cipher.lower_name(name)
         except names.BadName:
@@ -108,6 +111,17 @@ class XattrStore:
         os.removexattr(node, lower_name, follow_symlinks=is_fd)
 
     # -- POSIX ACLs (posix_acl.py): the kernel enforces them; they are kept here, encrypted --------
+    def has(self, node: Node, is_fd: bool, name: str) -> bool:
+        """Whether the entry carries the ACL ``name``: one lower call, asked before the careful
+        path (beneath.py) since most entries have none.  Through a lower path someone swapped,
+        it answers for another file, which can only send the caller the careful way or to
+        "no ACL", never reveal a value."""
+        try:
+            os.getxattr(node, self._acl_lower[name], follow_symlinks=is_fd)
+        except OSError:
+            return False
+        return True
+
     def read_acl(self, path: str, node: Node, is_fd: bool, name: str) -> posix_acl.Entries | None:
         try:
             return posix_acl.parse(self.get(path, node, is_fd, self.cipher.lower_name(name)))
