@@ -3,8 +3,9 @@
 The mount's content operations run on this (fuse_ops.py is the errno and namespace adapter
 above it), and so does a reader of an unmounted volume (volume.VolumeReader): per lower inode,
 its lock and its cipher; per open, a handle.  A read decrypts a whole request in one call; a
-write plans its blocks (blockrange.py), seals them in one call, and puts what lies past the old
-end first, so a full disk never leaves a block half old.
+write plans its blocks (blockrange.py), seals them in one call, and puts them so that neither a
+full disk nor a crash between two lower calls leaves a block half old (_put; a shrink into a
+block is journalled, journal.py).
 
 Concurrency: every operation on a file's content holds that file's lock (keyed by the lower
 inode, so hard links share it), which makes each read-modify-write of a partial block atomic: a
