@@ -71,3 +71,15 @@ def test_the_vault_verdict_names_what_missed() -> None:
     assert "rate: met" in met and "10 ms: met (5.0 ms)" in met
     missed = _vault_verdict({"rows": [row("kv read, 16 clients", 0.9, 12.0), row("kv write, 16 clients", 4.0)]})
     assert "MISSED (kv read, 16 clients)" in missed and "10 ms: MISSED (12.0 ms)" in missed
+
+
+def test_the_database_verdict_compares_with_gocryptfs_only() -> None:
+    from strongroom.bench.report import _db_verdict
+
+    def row(base: str, phase: str, ratio: float) -> dict[str, object]:
+        return {"base": base, "phase": phase, "Strongroom / it": ratio}
+
+    met = _db_verdict({"rows": [row("gocryptfs", "pgbench tps", 1.02), row("plain", "pgbench tps", 0.5)]})
+    assert met.endswith("met.")
+    missed = _db_verdict({"rows": [row("gocryptfs", "pgbench tps", 0.83), row("gocryptfs", "fio read iops", 1.1)]})
+    assert "MISSED (pgbench tps 0.83x)" in missed and "fio" not in missed

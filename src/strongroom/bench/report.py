@@ -429,7 +429,9 @@ bash scripts/install.sh                                          # the peers too
 Before and after a change, the two builds run side by side in one process, alternating
 (`bench/keyserver_pair.py`, `bench/fs_small_pair.py`, `bench/fs_big_pair.py`, each with `--base`
 another checkout's `src` and `--json docs/bench/pairs/KIND.json`); the report below shows the
-latest of each. `python -m strongroom.bench.report docs/bench/results.json --doc docs/BENCHMARKS.md`
+latest of each; `bench/fs_db_pair.py` puts a database's data directory on the plain disk, gocryptfs
+and Strongroom in one run (pgbench and fio, `--json docs/bench/pairs/fs_db.json`).
+`python -m strongroom.bench.report docs/bench/results.json --doc docs/BENCHMARKS.md`
 redraws this file from the stored results without running anything."""
 
 
