@@ -42,6 +42,7 @@ class HiddenFiles:
         self._renamed_over: dict[str, None] = {}  # names a rename made (not an unlink)
         self._lingering: OrderedDict[str, float] = OrderedDict()  # released by libfuse, kept a moment
         self._lock = threading.Lock()
+        self._reaping = False
 
     def hide(self, lower: str, hidden: str, renaming: bool, io: FileIO, beneath: Beneath) -> str | None:
         """libfuse moving the open file ``lower`` to ``hidden``: keep a descriptor of it to serve
@@ -78,11 +79,23 @@ class HiddenFiles:
                 return fd is not None
             if self._renamed_over.pop(hidden, "unlinked") is None:
                 self._lingering[hidden] = time.monotonic()
+                if not self._reaping:  # the file's space is freed once the moment has passed
+                    self._reaping = True
+                    threading.Thread(target=self._reap, name="strongroom-hidden", daemon=True).start()
             else:
                 del self.fds[hidden]
                 os.close(fd)
             self._expire()
         return True
+
+    def _reap(self) -> None:
+        while True:
+            time.sleep(LINGER_S)
+            with self._lock:
+                self._expire()
+                if not self._lingering:
+                    self._reaping = False
+                    return
 
     def _expire(self) -> None:
         now = time.monotonic()

@@ -1,0 +1,52 @@
+"""hidden.py: a file renamed over while open stays reachable a moment after libfuse's last close,
+then its descriptor is closed (its space freed) without anything else happening; an unlinked
+one is closed at once; names the daemon let go of answer ESTALE outside renames and unlinks."""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from strongroom.fs import hidden
+
+pytestmark = pytest.mark.unit
+NAME = "/d/.fuse_hidden0000000a00000001"
+
+
+def _closed(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError as e:
+        return e.errno == errno.EBADF
+    return False
+
+
+def test_renamed_over_lingers_then_is_closed_unlinked_closes_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hidden, "LINGER_S", 0.2)
+    h = hidden.HiddenFiles()
+    a = os.open(tmp_path, os.O_RDONLY)
+    b = os.open(tmp_path, os.O_RDONLY)
+    h.keep(NAME, a, renamed_over=True)
+    h.keep(NAME + "2", b, renamed_over=False)
+    assert h.release(NAME) and h.release(NAME + "2")
+    assert _closed(b) and not _closed(a) and NAME in h.fds  # still served, for walks begun before
+    deadline = time.monotonic() + 5
+    while not _closed(a):
+        assert time.monotonic() < deadline, "the lingering descriptor was never closed"
+        time.sleep(0.05)
+    assert NAME not in h.fds
+    assert not h.release(NAME)  # not one any more
+
+
+def test_missing_errno() -> None:
+    h = hidden.HiddenFiles()
+    getattr_op, rename_op, unlink_op = 3, 12, 10
+    assert h.missing_errno(NAME, getattr_op) == errno.ESTALE  # the kernel walks the path again
+    assert h.missing_errno(NAME, rename_op) == errno.ENOENT  # libfuse probing for a free name
+    assert h.missing_errno(NAME, unlink_op) == errno.ENOENT
+    assert h.missing_errno(NAME, 0) == errno.ENOENT  # opcode unknown: as before
+    assert h.missing_errno("/d/plain", getattr_op) == errno.ENOENT
