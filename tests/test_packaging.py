@@ -11,13 +11,14 @@ import zipfile
 from pathlib import Path
 
 from strongroom import helpers
+from strongroom.fs import fuseio
 
 ROOT = Path(__file__).resolve().parent.parent
 HELPERS = {
     "strongroom/rng/libsrrng.so": None,
     "strongroom/fs/libsrblocks.so": ("sr_abi_version", 2),
     "strongroom/fs/libsrproc.so": None,
-    "strongroom/fs/libsrfuseio.so": ("sr_fuseio_abi_version", 2),
+    "strongroom/fs/libsrfuseio.so": ("sr_fuseio_abi_version", fuseio.ABI),
 }
 
 
