@@ -71,9 +71,20 @@ def run(quick: bool = False, progress: Any = print) -> dict[str, Any]:
                 copy, cmnt = root / f"vol{i}", root / f"mnt{i}"
                 shutil.copytree(vol, copy, symlinks=True)
                 cmnt.mkdir()
+                # Copies of one volume with different rules are, to one host, rules rolled back
+                # (acl_floor.py): each copy gets a host state of its own, as if on its own host.
+                host = {"STRONGROOM_STATE_DIR": str(root / f"host{i}")}
                 if n:
-                    acl.save_rules(copy, keys.rules_mac, _rules(n))
-                mounts.append((cmnt, mount_daemon(copy, cmnt, pw, args=["--acl-timeout", str(timeout)])))
+                    saved = os.environ.get("STRONGROOM_STATE_DIR")
+                    os.environ.update(host)
+                    try:
+                        acl.save_rules(copy, keys.rules_mac, _rules(n))
+                    finally:
+                        os.environ.pop("STRONGROOM_STATE_DIR")
+                        if saved is not None:
+                            os.environ["STRONGROOM_STATE_DIR"] = saved
+                env = {**os.environ, **host}
+                mounts.append((cmnt, mount_daemon(copy, cmnt, pw, env, args=["--acl-timeout", str(timeout)])))
             for r in range(rounds):
                 progress(f"round {r + 1}/{rounds}")
                 for k in range(len(mounts)):
