@@ -26,6 +26,7 @@ from strongroom.fs.journal import Journal
 from strongroom.fs.keys import VolumeKeys
 from strongroom.fs.links import HardLinkNames, Key
 from strongroom.fs.namespace import UTIME_NOW, Namespace, entry_kind
+from strongroom.fs.notify import drop_nothing
 from strongroom.fs.ratelog import RateLimitedLog
 from strongroom.fs.resolver import CACHE_ENTRIES, Resolver
 from strongroom.fs.xattr_store import XattrStore
@@ -81,15 +82,13 @@ class VolumeOps:
         # the mount, where requests have a caller.
         self.creds: CallerCredentials | None = None
         # On a mount: the names of hard-linked files the kernel caches (links.py), and how to make
-        # the kernel drop what it caches for one name: its attributes, at once (None: not
-        # possible without fuseio.c, so queued with the pages), and its pages, queued for the
-        # notifier's thread (notify.py), since the kernel waits for page locks first.
+        # the kernel drop one name's attributes at once (None without fuseio.c: then queued with
+        # the pages) and its pages, queued for notify.py's thread (the kernel waits for their locks)
         self.links: HardLinkNames | None = None
         self.invalidate_attrs: Callable[[str], object] | None = None
-        self.invalidate: Callable[[str], object] = len  # (a no-op off a mount)
-        # libfuse's hidden name of an open, unlinked file -> the daemon's descriptor of it
-        self.hidden = HiddenFiles()
-        self.health = Health()  # what it met that it did not expect (fs status); the mount's writes a file
+        self.invalidate: Callable[[str], object] = drop_nothing
+        self.hidden = HiddenFiles()  # libfuse's hidden names of open files -> descriptors
+        self.health = Health()  # what it met that it did not expect (a mount's is read by fs status)
         # () -> whether the kernel asked, with the request being served, for set-id bits to be
         # cleared; it asks only when the mount took that job over from it (fuseio.py)
         self.kill_requested: Callable[[], int] = _never

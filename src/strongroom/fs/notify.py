@@ -24,6 +24,10 @@ from collections.abc import Callable
 log = logging.getLogger("strongroom.fs")
 
 
+def drop_nothing(path: str) -> None:
+    """Off a mount (a reader of an unmounted volume) there is no kernel cache to drop."""
+
+
 class Notifier:
     """Queues paths from request threads; ``send`` is called with each on the notifier's thread."""
 
