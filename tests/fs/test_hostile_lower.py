@@ -187,3 +187,31 @@ def test_sidecar_reader_never_blocks_on_a_fifo_without_a_writer(tmp_path: Path) 
     )
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "p")], capture_output=True, text=True, timeout=20)
     assert r.stdout.strip() == "is a FIFO", r.stderr
+
+
+def test_a_planted_journal_is_never_followed(tmp_path: Path) -> None:
+    """strongroom.journal as a symlink to another directory: the replay reads and removes nothing
+    there, the mount says so, fsck names it; a name that is no record of the journal is left."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "precious").write_text("keep me")
+    m = Mount(tmp_path).init().start()
+    try:
+        (m.mnt / "f").write_text("data")
+        m.stop()
+        (m.lower / "strongroom.journal").symlink_to(elsewhere)
+        m.start()
+        assert (m.mnt / "f").read_text() == "data"
+        m.stop()
+        assert (elsewhere / "precious").read_text() == "keep me"
+        assert "strongroom.journal: " in m.log.read_text()
+        r = _fsck(m)
+        assert r.returncode == 1 and b"shrink journal is not a directory" in r.stdout, r.stdout
+        (m.lower / "strongroom.journal").unlink()
+        (m.lower / "strongroom.journal").mkdir()
+        (m.lower / "strongroom.journal" / "not-a-record-name").write_text("x")
+        m.start()
+        m.stop()
+        assert (m.lower / "strongroom.journal" / "not-a-record-name").exists()
+    finally:
+        m.stop()

@@ -3,12 +3,14 @@ os/pathlib calls."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -237,19 +239,24 @@ def test_shared_mmap(vol: Mount) -> None:
     assert data[4090:4110] == b"x" * 20 and data.count(b"x") == 20 and len(data) == 3 * 4096
 
 
-def test_enospc_never_leaves_a_block_unreadable(tmp_path: Path) -> None:
-    import subprocess
-
-    from tests.fs.mounts import Mount as M
-
+@contextlib.contextmanager
+def _on_a_small_disk(tmp_path: Path, size: str) -> Iterator[tuple[Mount, Path]]:
+    """A volume on a tmpfs of ``size`` (mounted, with that disk's path), for full-disk tests."""
     small = tmp_path / "small"
     small.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)], check=True)
-    m = M(small, "vol").init()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(small)], check=True)
+    m = Mount(small, "vol").init()
     m.mnt = tmp_path / "mnt"
     m.mnt.mkdir()
     try:
-        m.start()
+        yield m.start(), small
+    finally:
+        m.stop()
+        subprocess.run(["umount", str(small)], check=False)
+
+
+def test_enospc_never_leaves_a_block_unreadable(tmp_path: Path) -> None:
+    with _on_a_small_disk(tmp_path, "1m") as (m, _):
         (m.mnt / "grow").write_bytes(b"g" * 5000)  # a partial last block, rewritten by each append
         full = False
         for i in range(400):
@@ -281,14 +288,8 @@ def test_enospc_never_leaves_a_block_unreadable(tmp_path: Path) -> None:
             f.write(b"m" * 6000)
         assert (m.mnt / "new").read_bytes() == b"m" * 6000
         m.stop()
-        r = subprocess.run(
-            [sys.executable, "-m", "strongroom.cli.main", "fs", "fsck", str(m.lower), "--passphrase-file", str(m.pwfile)],
-            capture_output=True,
-        )
+        r = cli_fsck(m)
         assert r.returncode == 0, r.stdout
-    finally:
-        m.stop()
-        subprocess.run(["umount", str(small)], check=False)
 
 
 def test_hard_links_are_exact_at_once_with_attr_timeout_zero(tmp_path: Path) -> None:
@@ -317,16 +318,7 @@ def test_stat_reports_the_mounts_preferred_io_size(vol: Mount) -> None:
 def test_a_write_into_a_hole_on_a_full_disk_answers_enospc_and_changes_nothing(tmp_path: Path) -> None:
     """The room a write needs (holes it fills included) is reserved before anything is written:
     a full lower disk answers ENOSPC and the block reads as before, never torn (EIO)."""
-    from tests.fs.mounts import Mount as M
-
-    small = tmp_path / "small"
-    small.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)], check=True)
-    m = M(small, "vol").init()
-    m.mnt = tmp_path / "mnt"
-    m.mnt.mkdir()
-    try:
-        m.start()
+    with _on_a_small_disk(tmp_path, "2m") as (m, small):
         sparse = m.mnt / "sparse"
         with open(sparse, "wb") as f:
             f.write(b"a")
@@ -359,9 +351,6 @@ def test_a_write_into_a_hole_on_a_full_disk_answers_enospc_and_changes_nothing(t
         m.stop()
         r = cli_fsck(m)
         assert r.returncode == 0, r.stdout
-    finally:
-        m.stop()
-        subprocess.run(["umount", str(small)], check=False)
 
 
 def cli_fsck(m: Mount) -> subprocess.CompletedProcess[bytes]:

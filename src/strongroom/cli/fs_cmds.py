@@ -515,6 +515,7 @@ def fs_cat(target: str, passphrase_file: Path | None, profile: Path | None, serv
 @fs.command("status")
 @click.argument("target", metavar="MOUNTPOINT|VOLUME", type=click.Path(path_type=Path))
 @json_option
+@_fs_errors
 def fs_status(target: Path, as_json: bool) -> None:
     """What a mounted volume's daemon met that it did not expect since it started: damaged blocks
     and names, unreadable or missing directory tweaks, refused access rules, callers it could not

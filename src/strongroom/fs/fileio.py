@@ -382,7 +382,7 @@ class FileIO:
         lower_end = content.lower_size(size)
         straddles = any(at < lower_end < at + len(buf) for at, buf in pieces)
         fills = self.holes and any(at < lower_end and _hole_in(h.fd, at, min(at + len(buf), lower_end)) for at, buf in pieces)
-        if not (straddles or fills) or not self._reserve(h.fd, pieces, lower_end):
+        if not (straddles or fills) or not self._reserve(h.fd, pieces, lower_end, fills):
             self._put_unreserved(h, f, pieces, lower_end, header)
         else:
             if header is not None:
@@ -399,14 +399,14 @@ class FileIO:
             self._rebind(h.fd, xattrs_mod.EMPTY, xattrs_mod.file_binding(cipher.file_id))
         f.no_xattrs = False
 
-    def _reserve(self, fd: int, pieces: list[tuple[int, memoryview]], lower_end: int) -> bool:
+    def _reserve(self, fd: int, pieces: list[tuple[int, memoryview]], lower_end: int, fills: bool) -> bool:
         """Reserve the lower room the pieces need (fallocate, keeping the size): what lies past
-        the old end, and holes inside it they fill.  ENOSPC if there is none (nothing written);
-        False where the lower file system cannot reserve (then _put_unreserved)."""
+        the old end, and with ``fills`` (a piece fills holes) their ranges inside it too (already
+        allocated ranges cost nothing more).  ENOSPC if there is none (nothing written); False
+        where the lower file system cannot reserve (then _put_unreserved)."""
         for at, buf in pieces:
             end = at + len(buf)
-            inside = min(end, lower_end)
-            start = at if self.holes and at < inside and _hole_in(fd, at, inside) else max(at, lower_end)
+            start = at if fills else max(at, lower_end)
             if start >= end:
                 continue
             try:
@@ -480,7 +480,8 @@ class FileIO:
                         record = self.journal.begin(h.path, h.key[1], at, sealed, new_end)
                     os.pwrite(h.fd, sealed, at)
                     os.ftruncate(h.fd, new_end)
-                    Journal.end(record)
+                    if self.journal is not None:
+                        self.journal.end(record)
                 else:
                     os.ftruncate(h.fd, content.lower_size(length))
 

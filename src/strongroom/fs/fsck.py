@@ -90,6 +90,9 @@ class Checker:
             if n == names.DIRIV or (lower == self.volume and (n.startswith(CONFIG) or n.startswith("strongroom.acl.json"))):
                 continue
             if lower == self.volume and n == journal.DIR:
+                if path.is_symlink() or not path.is_dir():
+                    self._problem(path, None, "the shrink journal is not a directory (not followed)")
+                    continue
                 for record in journal.pending(str(self.volume)):
                     self._problem(Path(record), None, "an interrupted shrink, finished at the next mount", damage=False)
                 continue

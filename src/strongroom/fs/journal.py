@@ -17,8 +17,10 @@ the root, and the sealed block.  Nothing in it is plaintext.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import re
 import struct
 
 from strongroom.fs import sidecar
@@ -34,39 +36,67 @@ RECORDS_MAX = 4096  # a replay reads no more than this many
 log = logging.getLogger("strongroom.fs")
 
 
+_RECORD_NAME = re.compile(r"[A-Za-z0-9_-]{12}")  # b64u of 9 random bytes
+
+
+def _directory(root: str, create: bool) -> int | None:
+    """A descriptor of the journal directory (None if there is none), opened without following a
+    symlink: whoever can write the lower directory could otherwise aim the replay's reads and
+    unlinks, or the records, anywhere.  sidecar.UnsafeFile if it is anything but a directory."""
+    path = f"{root}/{DIR}"
+    if create:
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except (NotADirectoryError, OSError) as e:
+        if isinstance(e, NotADirectoryError) or e.errno == errno.ELOOP:
+            raise sidecar.UnsafeFile(path, "is not a directory") from None
+        raise
+
+
 class Journal:
     def __init__(self, root: str) -> None:
         self.root = root
-        self.dir = f"{root}/{DIR}"
 
     def begin(self, lower: str, ino: int, offset: int, block: bytes, new_size: int) -> str | None:
-        """Record a shrink of the lower file ``lower`` (a path under the root); the record's path,
+        """Record a shrink of the lower file ``lower`` (a path under the root); the record's name,
         or None for a file with no name to record (unlinked while open: a crash loses it
         anyway)."""
         if not lower.startswith(self.root + "/"):
             return None
         rel = os.fsencode(lower[len(self.root) + 1 :])
         data = MAGIC + _FIXED.pack(ino, new_size, offset, len(rel)) + rel + block
+        dir_fd = _directory(self.root, create=True)
+        assert dir_fd is not None
+        name = b64u(os.urandom(9))
         try:
-            os.mkdir(self.dir, 0o700)
-        except FileExistsError:
-            pass
-        path = f"{self.dir}/{b64u(os.urandom(9))}"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            if os.write(fd, data) != len(data):
-                raise OSError(28, os.strerror(28))
-        except OSError:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+            try:
+                if os.write(fd, data) != len(data):
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            except OSError:
+                os.close(fd)
+                os.unlink(name, dir_fd=dir_fd)
+                raise
             os.close(fd)
-            os.unlink(path)
-            raise
-        os.close(fd)
-        return path
+        finally:
+            os.close(dir_fd)
+        return name
 
-    @staticmethod
-    def end(record: str | None) -> None:
-        if record is not None:
-            os.unlink(record)
+    def end(self, record: str | None) -> None:
+        if record is None:
+            return
+        dir_fd = _directory(self.root, create=False)
+        if dir_fd is not None:
+            try:
+                os.unlink(record, dir_fd=dir_fd)
+            finally:
+                os.close(dir_fd)
 
 
 def parse(data: bytes) -> tuple[int, int, int, str, bytes] | None:
@@ -83,46 +113,65 @@ def parse(data: bytes) -> tuple[int, int, int, str, bytes] | None:
 
 
 def pending(root: str) -> list[str]:
-    """The records under the root (at most RECORDS_MAX), oldest name first."""
+    """What the journal directory holds (at most RECORDS_MAX names), as paths to show."""
     try:
-        names = sorted(os.listdir(f"{root}/{DIR}"))
-    except (FileNotFoundError, NotADirectoryError):
+        dir_fd = _directory(root, create=False)
+    except OSError:
+        return [f"{root}/{DIR}"]  # not a directory: fsck shows it
+    if dir_fd is None:
         return []
-    return [f"{root}/{DIR}/{n}" for n in names[:RECORDS_MAX]]
+    try:
+        return [f"{root}/{DIR}/{n}" for n in sorted(os.listdir(dir_fd))[:RECORDS_MAX]]
+    finally:
+        os.close(dir_fd)
 
 
 def replay(root: str) -> list[str]:
     """Finish every recorded shrink (the volume is held by the caller, inuse.py); returns what was
-    done, one line each, for the log."""
+    done, one line each, for the log.  Names that are no record of this journal are left alone."""
+    try:
+        dir_fd = _directory(root, create=False)
+    except OSError as e:
+        return [f"{root}/{DIR}: {e.strerror}; no interrupted shrink finished"]
+    if dir_fd is None:
+        return []
     done: list[str] = []
     beneath = Beneath(root)
-    for record in pending(root):
-        try:
-            parsed = parse(sidecar.read_bounded(record, RECORD_MAX) or b"")
-        except OSError as e:
-            done.append(f"{record}: unreadable record dropped ({e.strerror})")
-            os.unlink(record)
-            continue
-        if parsed is None:
-            done.append(f"{record}: a record cut short (its shrink never began) dropped")
-            os.unlink(record)
-            continue
-        ino, new_size, offset, rel, block = parsed
-        try:
-            fd = beneath.open(f"{root}/{rel}", os.O_RDWR | os.O_CLOEXEC)
-        except OSError as e:
-            done.append(f"{rel}: gone since its shrink was recorded ({e.strerror}); record dropped")
-            os.unlink(record)
-            continue
-        try:
-            if os.fstat(fd).st_ino != ino:
-                done.append(f"{rel}: another file since its shrink was recorded; record dropped")
-            else:
-                os.pwrite(fd, block, offset)
-                os.ftruncate(fd, new_size)
-                os.fsync(fd)
-                done.append(f"{rel}: an interrupted shrink finished")
-        finally:
-            os.close(fd)
-        os.unlink(record)
+    try:
+        for name in sorted(os.listdir(dir_fd))[:RECORDS_MAX]:
+            if not _RECORD_NAME.fullmatch(name):
+                done.append(f"{DIR}/{name}: no record of this journal; left alone")
+                continue
+            done.append(_replay_one(beneath, root, dir_fd, name))
+    finally:
+        os.close(dir_fd)
     return done
+
+
+def _replay_one(beneath: Beneath, root: str, dir_fd: int, name: str) -> str:
+    try:
+        parsed = parse(sidecar.read_bounded(name, RECORD_MAX, dir_fd=dir_fd) or b"")
+    except OSError as e:
+        os.unlink(name, dir_fd=dir_fd)
+        return f"{DIR}/{name}: unreadable record dropped ({e.strerror})"
+    if parsed is None:
+        os.unlink(name, dir_fd=dir_fd)
+        return f"{DIR}/{name}: a record cut short (its shrink never began) dropped"
+    ino, new_size, offset, rel, block = parsed
+    try:
+        fd = beneath.open(f"{root}/{rel}", os.O_RDWR | os.O_CLOEXEC)
+    except OSError as e:
+        os.unlink(name, dir_fd=dir_fd)
+        return f"{rel}: gone since its shrink was recorded ({e.strerror}); record dropped"
+    try:
+        if os.fstat(fd).st_ino != ino:
+            line = f"{rel}: another file since its shrink was recorded; record dropped"
+        else:
+            os.pwrite(fd, block, offset)
+            os.ftruncate(fd, new_size)
+            os.fsync(fd)
+            line = f"{rel}: an interrupted shrink finished"
+    finally:
+        os.close(fd)
+    os.unlink(name, dir_fd=dir_fd)
+    return line

@@ -98,7 +98,9 @@ def reencrypt(volume: Path, keys: VolumeKeys, progress: Callable[[int], None] = 
             result.special += 1
             progress(1)
     cfg = config.VolumeConfig.load(volume)
-    with open(journal_path, "a", encoding="utf-8", errors="surrogateescape") as journal:
+    # never through a symlink someone planted: the pass runs as root
+    fd = os.open(journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with open(fd, "a", encoding="utf-8", errors="surrogateescape") as journal:
         for names_of_inode in groups.values():
             first = names_of_inode[0]
             key = str(first.relative_to(volume))
