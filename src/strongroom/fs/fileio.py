@@ -373,25 +373,18 @@ class FileIO:
         """Write sealed pieces (in file order) into the lower file (plaintext size ``size`` before
         them; a new file's ``header`` with them) so that the daemon killed between any two lower
         calls leaves every block that was there readable as it was (FILESYSTEM.md, "Crashes").
-        When a piece rewrites a block across the old end, or fills holes, the room the pieces
-        need is reserved first, so a full disk answers ENOSPC before anything is written; then a
-        new file's header goes first (alone it is an empty file) and each piece is one pwritev,
-        in file order, so a block sealed again across the old end is replaced whole before
-        anything extends the file past it.  Other writes (new blocks past the end, blocks
-        rewritten in place) need no room they do not have: _put_unreserved."""
+        When a piece rewrites a block across the old end, or fills holes (so the file has
+        content, and no header is written), the room the pieces need is reserved first, so a
+        full disk answers ENOSPC before anything is written; then each piece is one pwritev, in
+        file order, so a block sealed again across the old end is replaced whole before anything
+        extends the file past it.  Other writes (a new file's first blocks, new blocks past the
+        end, blocks rewritten in place) need no room they do not have: _put_unreserved."""
         lower_end = content.lower_size(size)
         straddles = any(at < lower_end < at + len(buf) for at, buf in pieces)
         fills = self.holes and any(at < lower_end and _hole_in(h.fd, at, min(at + len(buf), lower_end)) for at, buf in pieces)
         if not (straddles or fills) or not self._reserve(h.fd, pieces, lower_end, fills):
             self._put_unreserved(h, f, pieces, lower_end, header)
         else:
-            if header is not None:
-                f.cipher = None
-                if pieces[0][0] == content.HEADER:  # one system call
-                    _pwrite_all(h.fd, [memoryview(header), pieces[0][1]], 0)
-                    pieces = pieces[1:]
-                else:
-                    _pwrite_all(h.fd, [memoryview(header)], 0)
             for at, buf in pieces:
                 _pwrite_all(h.fd, [buf], at)
         f.cipher = cipher
@@ -436,8 +429,9 @@ class FileIO:
         if header is not None:
             f.cipher = None
         try:
-            if header is not None:
-                _pwrite_all(h.fd, [memoryview(header)], 0)
+            if header is not None:  # first (alone it is an empty file), with the first blocks if they follow it
+                first = [beyond.pop(0)[1]] if beyond and beyond[0][0] == content.HEADER else []
+                _pwrite_all(h.fd, [memoryview(header), *first], 0)
             for at, buf in beyond:
                 _pwrite_all(h.fd, [buf], at)
         except OSError:
