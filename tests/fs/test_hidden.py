@@ -50,3 +50,32 @@ def test_missing_errno() -> None:
     assert h.missing_errno(NAME, unlink_op) == errno.ENOENT
     assert h.missing_errno(NAME, 0) == errno.ENOENT  # opcode unknown: as before
     assert h.missing_errno("/d/plain", getattr_op) == errno.ENOENT
+
+
+def test_a_descriptor_in_use_or_opened_through_is_never_closed_under_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hidden, "LINGER_S", 0.1)
+    h = hidden.HiddenFiles()
+    a = os.open(tmp_path, os.O_RDONLY)
+    b = os.open(tmp_path, os.O_RDONLY)
+    h.keep(NAME, a, renamed_over=True)
+    h.keep(NAME + "2", b, renamed_over=False)
+    with h.use(NAME + "2") as fd:
+        assert fd == b
+        assert h.release(NAME + "2")  # an unlinked file's last close, while a request works on it
+        assert not _closed(b)
+    assert _closed(b) and NAME + "2" not in h.fds  # closed as the request is done with it
+    with h.use(NAME) as fd:
+        assert fd == a
+        h.opened(NAME, 7)  # a file opened through the name
+    assert h.release(NAME)
+    time.sleep(0.4)
+    h.release(NAME)  # (runs the expiry again)
+    assert not _closed(a) and NAME in h.fds  # still open through it: kept past its moment
+    h.closed(7)
+    assert not _closed(a)  # another moment, from that close
+    deadline = time.monotonic() + 5
+    while not _closed(a):
+        assert time.monotonic() < deadline, "never closed once unused"
+        time.sleep(0.05)
+    with h.use(NAME) as fd:
+        assert fd is None

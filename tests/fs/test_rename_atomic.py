@@ -5,9 +5,12 @@ file and renaming it over a name, in a loop, while others open that name, makes 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 
+from strongroom.fs import hidden
 from tests.fs.mounts import Mount
 from tests.serverproc import cli
 
@@ -74,3 +77,30 @@ def test_write_then_rename_never_makes_an_open_fail(vol: Mount) -> None:
     vol.stop()
     f = cli("fs", "fsck", str(vol.lower), "--passphrase-file", str(vol.pwfile))
     assert f.returncode == 0, f.stdout
+
+
+def test_a_file_opened_through_a_released_name_answers_fstat_while_open(vol: Mount) -> None:
+    """The race behind a rare failure of the test above, made deterministic: a program reaches a
+    file renamed over (here through an O_PATH descriptor, as a walk through the kernel's cached
+    name does), opens it within the moment its descriptor lingers after libfuse's last close,
+    and stats the open file after that moment.  The kernel stats an open file by its name, so
+    the daemon must keep serving that name while the file is open (before: ESTALE)."""
+    cfg, tmp = vol.mnt / "config", vol.mnt / "config.tmp"
+    cfg.write_text("old")
+    tmp.write_text("new")
+    first = os.open(cfg, os.O_RDONLY)
+    handle = os.open(cfg, os.O_PATH)
+    try:
+        os.rename(tmp, cfg)  # the open file moves to a hidden name
+        os.close(first)  # libfuse's last close lets that name go; the daemon lets it linger
+        again = os.open(f"/proc/self/fd/{handle}", os.O_RDONLY)
+        try:
+            time.sleep(hidden.LINGER_S + 1.5)  # past the moment, and past the kernel's attribute timeout
+            assert os.fstat(again).st_size == 3
+            assert os.pread(again, 10, 0) == b"old"
+        finally:
+            os.close(again)
+    finally:
+        os.close(handle)
+    assert cfg.read_text() == "new"
+    assert sorted(p.name for p in vol.mnt.iterdir()) == ["config"]

@@ -2,7 +2,7 @@
 (access rules, a read-only mount, set-id clearing), maps libfuse's hidden names to descriptors
 (hidden.py), tells the kernel what changed under a file's other names (hard links), and hands the
 work to the layer that owns it: entries (namespace.py), content (fileio.py), extended attributes
-and ACLs (xattr_store.py).  Every failure leaves as an OSError carrying ext4's errno, which the
+and ACLs (fuse_xattr_ops.py, xattr_store.py).  Every failure leaves as an OSError carrying ext4's errno, which the
 front end (fuse_front.py) answers with.  libfuse calls in from several threads; fileio.py holds a
 file's lock around every operation on its content."""
 
@@ -20,6 +20,7 @@ from strongroom.fs import names, posix_acl
 from strongroom.fs.beneath import Beneath
 from strongroom.fs.creds import CallerCredentials, drop_setid, lacks_fsetid
 from strongroom.fs.fileio import MAX_FILE_SIZE, MAX_REQUEST, FileIO, os_error
+from strongroom.fs.fuse_xattr_ops import XattrOps
 from strongroom.fs.health import Health
 from strongroom.fs.hidden import HiddenFiles, is_hidden_name
 from strongroom.fs.journal import Journal
@@ -47,7 +48,7 @@ def _never() -> int:
 _RENAMES = (12, 45)  # FUSE_RENAME, FUSE_RENAME2
 
 
-class VolumeOps:
+class VolumeOps(XattrOps):
     """The mfusepy Operations of one mounted volume."""
 
     use_ns = True
@@ -124,23 +125,25 @@ class VolumeOps:
         return creds.run_as(uid, gid, fn, *args, **kwargs)
 
     # -- names: plaintext paths to lower ones (resolver.py) --------------------------------
-    def _node(self, path: str) -> tuple[str | int, bool]:
+    @contextlib.contextmanager
+    def _node(self, path: str) -> Iterator[tuple[str | int, bool]]:
         """(what a call addressed by path works on, whether that is a descriptor): the lower
         entry's path (a symlink itself, not followed), or, for a file unlinked while open, the
-        daemon's descriptor of it."""
+        daemon's descriptor of it, kept open for the block's length."""
         if self.hidden.fds:
-            fd = self.hidden.fds.get(path)
-            if fd is not None:
-                return fd, True
-        return self.paths.lower(path), False
+            with self.hidden.use(path) as fd:
+                if fd is not None:
+                    yield fd, True
+                    return
+        yield self.paths.lower(path), False
 
     @contextlib.contextmanager
     def _reach(self, path: str) -> Iterator[tuple[str | int, bool]]:
         """_node's answer, a lower path made safe to use (beneath.py) for the block's length."""
-        node, is_fd = self._node(path)
-        if is_fd:
-            yield node, True
-            return
+        with self._node(path) as (node, is_fd):
+            if is_fd:
+                yield node, True
+                return
         with self.beneath.path(str(node)) as entry:
             yield entry.path, False
 
@@ -165,8 +168,10 @@ class VolumeOps:
             st = os.fstat(h.fd)
             return st, self.entries.reported_size(st, h.path)
         if self.hidden.fds and path in self.hidden.fds:
-            st = os.fstat(self.hidden.fds[path])
-            return st, self.entries.reported_size(st, path)
+            with self.hidden.use(path) as fd:
+                if fd is not None:
+                    st = os.fstat(fd)
+                    return st, self.entries.reported_size(st, path)
         lower = self.paths.lower(path)
         try:
             st = os.lstat(lower)
@@ -221,13 +226,18 @@ class VolumeOps:
     def chmod(self, path: str, mode: int) -> int:
         self._check(path, write=True)
         self._writable()
-        node, is_fd = self._node(path)
-        self.entries.set_mode(node, is_fd, mode)
-        if self.xattrs.acls and self.xattrs.has(node, is_fd, posix_acl.ACCESS):  # it says the mode too
+        self._set_mode(path, mode)
+        with self._node(path) as node:
+            acl = self.xattrs.acls and self.xattrs.has(*node, posix_acl.ACCESS)  # it says the mode too
+        if acl:
             with self._reach(path) as (node, is_fd):
                 self.xattrs.chmod_acl(path, node, is_fd, mode)
         self._changed_path(path)
         return 0
+
+    def _set_mode(self, path: str, mode: int) -> None:
+        with self._node(path) as node:
+            self.entries.set_mode(*node, mode)
 
     def _new_mode(self, path: str, mode: int) -> tuple[int, bool, Any]:
         return self.xattrs.new_entry_mode(path, mode, self.umask) if self.xattrs.acls else (mode, False, None)
@@ -235,7 +245,8 @@ class VolumeOps:
     def chown(self, path: str, uid: int, gid: int) -> int:
         self._check(path, write=True)
         self._writable()
-        self.entries.set_owner(*self._node(path), uid, gid)
+        with self._node(path) as node:
+            self.entries.set_owner(*node, uid, gid)
         self._changed_path(path)
         return 0
 
@@ -249,7 +260,8 @@ class VolumeOps:
         """utimensat(2)'s (seconds, nanoseconds) pairs, UTIME_NOW and UTIME_OMIT included."""
         self._check(path, write=True)
         self._writable()
-        self.entries.set_times(*self._node(path), atime, mtime)
+        with self._node(path) as node:
+            self.entries.set_times(*node, atime, mtime)
         self._changed_path(path)
         return 0
 
@@ -435,11 +447,13 @@ class VolumeOps:
             raise self._gone(path) from None
 
     def _open(self, path: str, flags: int) -> int:
-        node, is_fd = self._node(path)
-        lower = f"/proc/self/fd/{node}" if is_fd else str(node)  # reopened through /proc when unlinked
-        fd = self._open_lower(lower, flags, follow=is_fd)  # /proc/self/fd/N is a (trusted) magic link
-        st = os.fstat(fd)
-        fh = self.io.add(fd, lower, st, append=bool(flags & os.O_APPEND))
+        with self._node(path) as (node, is_fd):
+            lower = f"/proc/self/fd/{node}" if is_fd else str(node)  # reopened through /proc when unlinked
+            fd = self._open_lower(lower, flags, follow=is_fd)  # /proc/self/fd/N is a (trusted) magic link
+            st = os.fstat(fd)
+            fh = self.io.add(fd, lower, st, append=bool(flags & os.O_APPEND))
+            if is_fd:  # the kernel stats an open file by its name: served until this one is released
+                self.hidden.opened(path, fh)
         # A file with several names is served without the page cache, which the kernel keeps per
         # name: each read then sees what a write through another name left, at once (the pages
         # an earlier open left are dropped by the notifier, a moment later).  Without shared
@@ -488,6 +502,8 @@ class VolumeOps:
 
     def release(self, path: str, fh: int) -> int:
         self.io.release(fh)
+        if self.hidden.opened_through:
+            self.hidden.closed(fh)
         return 0
 
     # No flush: writes go straight to the lower file, so a close has nothing to report, and with
@@ -559,42 +575,3 @@ class VolumeOps:
 
     def _unsupported(self, what: str) -> None:
         self._unsupported_log(logging.WARNING, what, "%s is not supported (answered with an error)", what)
-
-    # -- extended attributes -------------------------------------------------------------
-    def setxattr(self, path: str, name: str, value: bytes, options: int, position: int = 0) -> int:
-        self._check(path, write=True)
-        self._writable()
-        lower_name = self.xattrs.lower_name(name, errno.ENOTSUP)
-        self.io.attributes_changed()  # rare: every file's first write looks for values again
-        with self._reach(path) as (node, is_fd):
-            if name in posix_acl.NAMES:
-                self.xattrs.set_acl(path, node, is_fd, name, value, lambda m: self.entries.set_mode(*self._node(path), m))
-            else:
-                self.xattrs.set(path, node, is_fd, lower_name, value, options)
-        self._changed_path(path)
-        return 0
-
-    def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
-        self._check(path)
-        lower_name = self.xattrs.lower_name(name, errno.ENODATA)
-        if name in posix_acl.NAMES and not self.xattrs.has(*self._node(path), name):
-            raise os_error(errno.ENODATA)  # the common answer (ls -l asks of every entry), cheaply
-        with self._reach(path) as (node, is_fd):
-            return self.xattrs.get(path, node, is_fd, lower_name)
-
-    def listxattr(self, path: str) -> list[str]:
-        self._check(path)
-        with self._reach(path) as (node, is_fd):
-            return self.xattrs.list(node, is_fd)
-
-    def removexattr(self, path: str, name: str) -> int:
-        self._check(path, write=True)
-        self._writable()
-        lower_name = self.xattrs.lower_name(name, errno.ENODATA)
-        with self._reach(path) as (node, is_fd):
-            if name in posix_acl.NAMES:
-                self.xattrs.write_acl(path, node, is_fd, name, None)
-            else:
-                self.xattrs.remove(node, is_fd, lower_name)
-        self._changed_path(path)
-        return 0

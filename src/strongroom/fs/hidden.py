@@ -11,16 +11,23 @@ After libfuse's last close of a file that was renamed over, its descriptor stays
 a program whose path walk reached that file through the kernel's cached name just before the
 rename then opens or stats it, as on ext4, instead of finding it gone.  Past that, such a request
 gets ESTALE, on which the kernel walks the path again and finds what the name holds now.
+
+A descriptor is never closed while in use: a request working on it holds it (use), and a file
+opened through the name holds it until that open's release (opened/closed), since the kernel
+then stats it by that name (fstat sends GETATTR by path) for as long as it is open.  Its
+moment to linger starts again at that release.  So a descriptor number is never reused under a
+request that still holds it, and an open file's fstat never answers ESTALE.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
 import threading
 import time
-from collections import OrderedDict
+from collections.abc import Iterator
 
 from strongroom.fs.beneath import Beneath
 from strongroom.fs.fileio import FileIO
@@ -40,7 +47,9 @@ class HiddenFiles:
         # lookup is atomic), usually empty
         self.fds: dict[str, int] = {}
         self._renamed_over: dict[str, None] = {}  # names a rename made (not an unlink)
-        self._lingering: OrderedDict[str, float] = OrderedDict()  # released by libfuse, kept a moment
+        self._lingering: dict[str, float] = {}  # released by libfuse -> when it may be closed
+        self._users: dict[str, int] = {}  # name -> requests using it now + files opened through it
+        self.opened_through: dict[int, str] = {}  # open file handle -> the hidden name it was opened by
         self._lock = threading.Lock()
         self._reaping = False
 
@@ -71,20 +80,55 @@ class HiddenFiles:
             if renamed_over:
                 self._renamed_over[hidden] = None
 
+    @contextlib.contextmanager
+    def use(self, path: str) -> Iterator[int | None]:
+        """The descriptor serving ``path`` (None if it is no name held here), kept open for the
+        block's length."""
+        with self._lock:
+            fd = self.fds.get(path)
+            if fd is not None:
+                self._users[path] = self._users.get(path, 0) + 1
+        try:
+            yield fd
+        finally:
+            if fd is not None:
+                with self._lock:
+                    self._unuse(path)
+
+    def opened(self, path: str, fh: int) -> None:
+        """``fh`` was opened through the held name ``path`` (within ``use(path)``): keep it until
+        ``closed(fh)``."""
+        with self._lock:
+            self._users[path] = self._users.get(path, 0) + 1
+            self.opened_through[fh] = path
+
+    def closed(self, fh: int) -> None:
+        with self._lock:
+            path = self.opened_through.pop(fh, None)
+            if path is not None:
+                self._unuse(path)
+
+    def _unuse(self, path: str) -> None:
+        left = self._users[path] - 1
+        if left:
+            self._users[path] = left
+            return
+        del self._users[path]
+        if self._lingering.get(path):  # a renamed-over file just closed: another moment for walks begun before
+            self._lingering[path] = time.monotonic() + LINGER_S
+        self._expire()
+
     def release(self, hidden: str) -> bool:
         """libfuse's unlink of a hidden name at the file's last close: True if it was one."""
         with self._lock:
-            fd = self.fds.get(hidden)
-            if fd is None or hidden in self._lingering:
-                return fd is not None
-            if self._renamed_over.pop(hidden, "unlinked") is None:
-                self._lingering[hidden] = time.monotonic()
-                if not self._reaping:  # the file's space is freed once the moment has passed
-                    self._reaping = True
-                    threading.Thread(target=self._reap, name="strongroom-hidden", daemon=True).start()
-            else:
-                del self.fds[hidden]
-                os.close(fd)
+            if hidden not in self.fds or hidden in self._lingering:
+                return hidden in self.fds
+            # a renamed-over file lingers; an unlinked one goes as soon as no request holds it
+            renamed_over = self._renamed_over.pop(hidden, "unlinked") is None
+            self._lingering[hidden] = time.monotonic() + LINGER_S if renamed_over else 0.0
+            if renamed_over and not self._reaping:  # the file's space is freed once the moment has passed
+                self._reaping = True
+                threading.Thread(target=self._reap, name="strongroom-hidden", daemon=True).start()
             self._expire()
         return True
 
@@ -98,15 +142,18 @@ class HiddenFiles:
                     return
 
     def _expire(self) -> None:
+        """Close what libfuse let go of, no request holds and has lingered long enough (the
+        oldest first past LINGER_MAX); under the lock."""
+        if not self._lingering:
+            return
         now = time.monotonic()
-        while self._lingering:
-            oldest, since = next(iter(self._lingering.items()))
-            if now - since < LINGER_S and len(self._lingering) <= LINGER_MAX:
-                return
-            del self._lingering[oldest]
-            fd = self.fds.pop(oldest, None)
-            if fd is not None:
-                os.close(fd)
+        crowded = len(self._lingering) - LINGER_MAX
+        for name, until in sorted(self._lingering.items(), key=lambda item: item[1]):
+            if name in self._users or (until > now and crowded <= 0):
+                continue
+            crowded -= 1
+            del self._lingering[name]
+            os.close(self.fds.pop(name))
 
     def missing_errno(self, path: str, serving: int) -> int:
         """The errno for ``path`` when its lower entry is missing, within a request of opcode

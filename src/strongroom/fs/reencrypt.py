@@ -135,9 +135,7 @@ def _is_hole(chunk: bytes, k: int, index: int, last: int) -> bool:
     return index < last and chunk[s] == 0 and chunk[s : s + content.CBLOCK] == content.ZERO_CBLOCK
 
 
-def _copy_content(
-    src: int, dst: int, size: int, keys: VolumeKeys, header: content.FileHeader, holes: bool
-) -> tuple[int, bytes]:
+def _copy_content(src: int, dst: int, size: int, keys: VolumeKeys, header: content.FileHeader, holes: bool) -> tuple[int, bytes]:
     """Write ``src``'s data under ``header``'s key into ``dst``, holes kept (on volumes that have
     them, format version 3 on); (bytes, the old file id)."""
     old = content.FileCipher(content.FileHeader.decode(os.pread(src, content.HEADER, 0), keys.kek, keys.volume_id))
