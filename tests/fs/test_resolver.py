@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from strongroom.fs import names
+from strongroom.fs.beneath import Beneath
 from strongroom.fs.resolver import Resolver
 
 pytestmark = pytest.mark.unit
@@ -27,7 +28,7 @@ def _resolver(root: Path) -> tuple[Resolver, CountingCipher, bytes]:
     iv = names.new_diriv()
     (root / names.DIRIV).write_bytes(iv)
     cipher = CountingCipher()
-    return Resolver(str(root), cipher, True, lambda *_: None), cipher, iv
+    return Resolver(str(root), cipher, True, lambda *_: None, Beneath(str(root))), cipher, iv
 
 
 def test_a_name_made_here_lists_without_decrypting_and_others_still_decrypt(tmp_path: Path) -> None:

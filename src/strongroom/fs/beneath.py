@@ -86,6 +86,15 @@ def _open_child(dir_fd: int, name: str) -> int:
         raise
 
 
+_STEP = 3072  # bytes of a relative path opened in one step (PATH_MAX is 4096)
+
+
+def fits(path: str) -> bool:
+    """Whether the kernel takes ``path`` in one call (shorter than PATH_MAX, with room to join
+    a name to it)."""
+    return len(path) < 768 or len(os.fsencode(path)) < _STEP
+
+
 def _normal(path: str) -> bool:
     """Whether an absolute path is already in abspath's form (the daemon's own joins are)."""
     return "//" not in path and "/./" not in path and "/../" not in path and not path.endswith(("/.", "/..", "/"))
@@ -139,15 +148,45 @@ class Beneath:
         return lower[len(self._prefix) :]
 
     def _open_rel(self, rel: str) -> int:
+        """The directory ``rel`` below the root: deeper than one path may name (PATH_MAX), in
+        steps, each from the descriptor the one before opened."""
+        fd = self.root_fd
+        try:
+            while not fits(rel):
+                cut = rel.rfind("/", 0, _STEP)
+                if cut <= 0:  # a component no directory can have (names are at most 255 bytes)
+                    raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
+                step = self._open_from(fd, rel[:cut])
+                if fd != self.root_fd:
+                    os.close(fd)
+                fd, rel = step, rel[cut + 1 :]
+            step = self._open_from(fd, rel)
+        finally:
+            if fd != self.root_fd:
+                os.close(fd)
+        return step
+
+    @staticmethod
+    def _open_from(dir_fd: int, rel: str) -> int:
         global _has_openat2
         if _has_openat2 is not False:
             try:
-                return _openat2(self.root_fd, rel)
+                return _openat2(dir_fd, rel)
             except OSError as e:
                 if e.errno != errno.ENOSYS:
                     raise
                 _has_openat2 = False
-        return _walk(self.root_fd, rel)
+        return _walk(dir_fd, rel)
+
+    def call(self, lower: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(a path naming lower, *args, **kwargs)``: ``lower`` itself when the kernel takes it
+        (shorter than PATH_MAX), else the entry named through its parent's descriptor (path),
+        so a tree of any depth is reached.  For the calls that follow no symlink by themselves
+        (lstat, scandir, readlink and the like) on paths the daemon has just resolved."""
+        if fits(lower):
+            return fn(lower, *args, **kwargs)
+        with self.path(lower) as entry:
+            return fn(entry.path, *args, **kwargs)
 
     def path(self, lower: str) -> Entry:
         """The lower entry ``lower`` as (a pinned directory, a name in it), valid inside the

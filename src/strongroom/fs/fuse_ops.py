@@ -71,7 +71,7 @@ class VolumeOps(XattrOps):
         # The format version's features (FORMAT.md §5, §6): derived directory tweaks (version 2),
         # holes (3), attribute values bound to their file (4); the layers below keep them.
         self.names = names.NameCipher(keys.names, long_name_max)
-        self.paths = Resolver(self.root, self.names, derived_tweaks, self._damage)
+        self.paths = Resolver(self.root, self.names, derived_tweaks, self._damage, self.beneath)
         self.entries = Namespace(self.root, keys, self.paths, self.beneath, derived_tweaks, self._damage, self._as_caller)
         self.xattrs = XattrStore(XattrCipher(keys.xattr_names, keys.xattr_values), self.paths, bound_xattrs, self._damage)
         self.io = FileIO(keys, holes, self._damage, self.xattrs.rebind if bound_xattrs else None, Journal(self.root))
@@ -174,7 +174,7 @@ class VolumeOps(XattrOps):
                     return st, self.entries.reported_size(st, path)
         lower = self.paths.lower(path)
         try:
-            st = os.lstat(lower)
+            st = self.beneath.call(lower, os.lstat)
         except FileNotFoundError:
             raise self._gone(path) from None
         if st.st_nlink > 1 and self.links is not None and not stat.S_ISDIR(st.st_mode):
@@ -219,7 +219,7 @@ class VolumeOps(XattrOps):
         self._check(path, write=bool(amode & os.W_OK))
         if amode & os.W_OK and self.read_only:
             raise os_error(errno.EROFS)
-        if not os.access(self.paths.lower(path), amode, follow_symlinks=False):
+        if not self.beneath.call(self.paths.lower(path), os.access, amode, follow_symlinks=False):
             raise os_error(errno.EACCES)
         return 0
 
@@ -311,7 +311,7 @@ class VolumeOps(XattrOps):
         """A listed entry's (lower stat, plaintext size), as plain_stat gives them; None if it is
         gone since.  ``path``: its plaintext path, which the kernel caches from the listing."""
         try:
-            st = os.lstat(lower)
+            st = self.beneath.call(lower, os.lstat)
         except FileNotFoundError:
             return None
         if st.st_nlink > 1 and self.links is not None and not stat.S_ISDIR(st.st_mode):
@@ -320,7 +320,7 @@ class VolumeOps(XattrOps):
 
     def opendir(self, path: str) -> int:
         self._check(path)
-        if not os.path.isdir(self.paths.lower(path)):
+        if not self.beneath.call(self.paths.lower(path), os.path.isdir):
             raise os_error(errno.ENOTDIR)
         return 0
 
@@ -392,7 +392,7 @@ class VolumeOps(XattrOps):
             raise os_error(errno.ENOENT)
         lower = self.entries.link(target, source)
         if self.links is not None:
-            st = os.lstat(lower)
+            st = self.beneath.call(lower, os.lstat)
             key = (st.st_dev, st.st_ino)
             self.links.seen(key, source, target)
             # The new name's attributes come with this reply; every other name's link count changed

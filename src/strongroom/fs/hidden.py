@@ -62,7 +62,7 @@ class HiddenFiles:
         then gets a descriptor of its own.  Within an unlink ("unlink"), the caller removes the
         lower entry at once.  None if the daemon has no such open file."""
         try:
-            st = os.lstat(lower)
+            st = beneath.call(lower, os.lstat)
         except FileNotFoundError:
             return None
         fd = io.descriptor_of((st.st_dev, st.st_ino))

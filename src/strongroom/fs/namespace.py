@@ -10,6 +10,7 @@ mounts, hard-link cache invalidation and libfuse's hidden names are the FUSE fro
 from __future__ import annotations
 
 import base64
+import contextlib
 import ctypes
 import errno
 import os
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from strongroom.fs import content, durable, names, sidecar
-from strongroom.fs.beneath import Beneath
+from strongroom.fs.beneath import Beneath, fits
 from strongroom.fs.config import CONFIG
 from strongroom.fs.fileio import os_error
 from strongroom.fs.keys import VolumeKeys
@@ -194,14 +195,20 @@ class Namespace:
         """(plain name, lower entry, lower dir) for each entry of a directory; an entry whose
         name does not decrypt is logged as damage and left out."""
         lower_dir, iv = self.paths.dir(path)
-        with os.scandir(lower_dir) as it:
+        # a directory deeper than one path can name is listed through a descriptor of its own
+        with contextlib.ExitStack() as deep:
+            where = lower_dir if fits(lower_dir) else deep.enter_context(self.beneath.directory(lower_dir))
+            yield from self._entries(where, lower_dir, iv)
+
+    def _entries(self, where: str, lower_dir: str, iv: bytes) -> Iterator[tuple[str, os.DirEntry[str], str]]:
+        with os.scandir(where) as it:
             for entry in it:
                 n = entry.name
                 if names.is_reserved(n) or (lower_dir == self.root and n.startswith(CONFIG)):
                     continue
                 try:
                     if names.is_long(n):
-                        raw = sidecar.read_bounded(os.path.join(lower_dir, n + names.LONG_SUFFIX), names.LONG_SIDECAR_MAX)
+                        raw = sidecar.read_bounded(f"{where}/{n}{names.LONG_SUFFIX}", names.LONG_SIDECAR_MAX)
                         if raw is None:
                             raise names.BadName("its long-name sidecar is missing")
                         full = raw.decode("ascii", "replace")
@@ -218,8 +225,8 @@ class Namespace:
     def dots(self, path: str) -> tuple[os.stat_result, os.stat_result]:
         """The lower stats of a directory and of its parent (the root's parent is the root)."""
         lower_dir = self.paths.lower(path)
-        here = os.lstat(lower_dir)
-        return here, os.lstat(os.path.dirname(lower_dir)) if lower_dir != self.root else here
+        here = self.beneath.call(lower_dir, os.lstat)
+        return here, self.beneath.call(os.path.dirname(lower_dir), os.lstat) if lower_dir != self.root else here
 
     def mkdir(self, path: str, mode: int) -> None:
         lower_parent, parent_iv, name, full = self.paths.locate(path)
@@ -273,7 +280,7 @@ class Namespace:
         self._remove_sidecar(lower_parent, name)
 
     def fsyncdir(self, path: str) -> None:
-        durable.fsync_dir(self.paths.lower(path))
+        self.beneath.call(self.paths.lower(path), durable.fsync_dir)
 
     # -- entries -------------------------------------------------------------------------
     def unlink(self, path: str) -> None:
@@ -286,7 +293,7 @@ class Namespace:
         old_parent, old_name, _ = self.paths.entry(old)
         new_parent, new_name = self.new_entry(new)
         old_lower = f"{old_parent}/{old_name}"
-        moves_dir = stat.S_ISDIR(os.lstat(old_lower).st_mode)
+        moves_dir = stat.S_ISDIR(self.beneath.call(old_lower, os.lstat).st_mode)
         new_lower = f"{new_parent}/{new_name}"
         if moves_dir and (old_parent, old_name) != (new_parent, new_name):
             self._keep_tweak(old, old_lower)
@@ -352,7 +359,7 @@ class Namespace:
 
     def read_link(self, lower: str) -> bytes:
         """A lower symlink's plaintext target (EIO if it does not decrypt)."""
-        raw = os.readlink(lower)
+        raw = self.beneath.call(lower, os.readlink)
         try:
             sealed = names.unb64u(raw)
             header = content.FileHeader.decode(sealed[: content.HEADER], self.keys.kek, self.keys.volume_id)

@@ -41,9 +41,10 @@ class VolumeReader:
 
     def __init__(self, root: Path, keys: VolumeKeys, cfg: VolumeConfig) -> None:
         self.root = os.path.abspath(root)
-        self.paths = Resolver(self.root, names.NameCipher(keys.names, cfg.long_name_max), cfg.derived_tweaks, _damage)
-        self.io = FileIO(keys, cfg.holes, _damage)
         self._beneath = Beneath(self.root)
+        cipher = names.NameCipher(keys.names, cfg.long_name_max)
+        self.paths = Resolver(self.root, cipher, cfg.derived_tweaks, _damage, self._beneath)
+        self.io = FileIO(keys, cfg.holes, _damage)
 
     def close(self) -> None:
         self._beneath.close()

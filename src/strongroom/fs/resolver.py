@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from strongroom.fs import names, sidecar
+from strongroom.fs.beneath import Beneath
 
 _FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 CACHE_ENTRIES = 4096  # bound on cached directories (with their tweaks); names get 4x as many
@@ -47,9 +48,15 @@ class Resolver:
     """``damage(what, block, reason)`` is told of a damaged stored tweak before EIO is raised."""
 
     def __init__(
-        self, root: str, cipher: names.NameCipher, derived_tweaks: bool, damage: Callable[[str, int | None, str], None]
+        self,
+        root: str,
+        cipher: names.NameCipher,
+        derived_tweaks: bool,
+        damage: Callable[[str, int | None, str], None],
+        beneath: Beneath,
     ) -> None:
         self.root = root
+        self.beneath = beneath  # reaches directories deeper than one path can name
         self.cipher = cipher
         self.derived_tweaks = derived_tweaks  # format version 2: new directories' tweaks are derived
         self._damage = damage
@@ -62,7 +69,7 @@ class Resolver:
     def stored_diriv(self, lower_dir: str) -> bytes | None:
         """The tweak stored in a directory, None if it stores none."""
         try:
-            iv = sidecar.read_bounded(os.path.join(lower_dir, names.DIRIV), names.DIRIV_BYTES)
+            iv = self.beneath.call(f"{lower_dir}/{names.DIRIV}", sidecar.read_bounded, names.DIRIV_BYTES)
         except sidecar.UnsafeFile as e:  # a symlink, FIFO, device, oversized: that directory alone is EIO
             self._damage(lower_dir, None, f"directory tweak unreadable ({e.strerror})")
             raise _eio() from None
@@ -76,17 +83,28 @@ class Resolver:
     def dir(self, path: str) -> tuple[str, bytes]:
         """(lower path, tweak) of a plaintext directory: its stored tweak if it has one (the root,
         a directory that was moved, every directory of a version-1 volume), else the one derived
-        from its parent's tweak and its lower name."""
+        from its parent's tweak and its lower name.  From the nearest directory known, one level
+        at a time (never recursion: a tree may be of any depth)."""
         hit = self._dirs.get(path)
         if hit is not None:
             return hit  # type: ignore[no-any-return]
         gen = self._dirs_gen
-        parent_iv = None
-        if path in ("/", ""):
-            path, lower = "/", self.root
+        below: list[str] = []
+        while path not in ("/", ""):
+            below.append(path)
+            path = path.rpartition("/")[0]
+            hit = self._dirs.get(path or "/")
+            if hit is not None:
+                break
         else:
-            lower_parent, parent_iv, name, _ = self.locate(path)
-            lower = f"{lower_parent}/{name}"  # the root is never "/" (VolumeOps)
+            hit = self._tweak("/", self.root, None, "", gen)
+        for path in reversed(below):
+            lower_parent, parent_iv = hit
+            name = self._lower_name(parent_iv, path.rpartition("/")[2])[0]
+            hit = self._tweak(path, f"{lower_parent}/{name}", parent_iv, name, gen)  # the root is never "/" (VolumeOps)
+        return hit  # type: ignore[no-any-return]
+
+    def _tweak(self, path: str, lower: str, parent_iv: bytes | None, name: str, gen: int) -> tuple[str, bytes]:
         iv = self.stored_diriv(lower)
         if iv is None:
             if parent_iv is None or not self.derived_tweaks:  # the root's, or a version-1 volume's
@@ -107,6 +125,10 @@ class Resolver:
         """(lower parent dir, its tweak, lower entry name, full encrypted name if long)."""
         parent, _, leaf = path.rstrip("/").rpartition("/")
         lower_parent, iv = self.dir(parent or "/")
+        name, full = self._lower_name(iv, leaf)
+        return lower_parent, iv, name, full
+
+    def _lower_name(self, iv: bytes, leaf: str) -> tuple[str, str | None]:
         key = (iv, leaf)
         hit = self._names.get(key)
         if hit is None:
@@ -119,7 +141,7 @@ class Resolver:
             with self._lock:
                 self._names.put(key, hit)
                 self._plain.put((iv, hit[1] or hit[0]), raw)
-        return lower_parent, iv, hit[0], hit[1]
+        return hit  # type: ignore[no-any-return]
 
     def plain(self, encrypted: str, iv: bytes) -> bytes:
         """The plain name of a full encrypted name in the directory with tweak ``iv``

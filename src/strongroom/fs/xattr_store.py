@@ -13,6 +13,7 @@ import stat
 from collections.abc import Callable
 
 from strongroom.fs import content, names, posix_acl, xattrs
+from strongroom.fs.beneath import fits
 from strongroom.fs.fileio import os_error
 from strongroom.fs.resolver import Resolver
 
@@ -116,6 +117,8 @@ class XattrStore:
         path (beneath.py) since most entries have none.  Through a lower path someone swapped,
         it answers for another file, which can only send the caller the careful way or to
         "no ACL", never reveal a value."""
+        if not is_fd and not fits(str(node)):
+            return True  # deeper than one path can name: the careful path will tell
         try:
             os.getxattr(node, self._acl_lower[name], follow_symlinks=is_fd)
         except OSError:

@@ -1,0 +1,84 @@
+"""A tree of any depth, as on ext4: each level adds about 24 bytes to the lower path, which passed
+PATH_MAX at depth ~169 (mkdir -p failed there with ENAMETOOLONG).  The daemon reaches deep lower
+directories through descriptors of their ancestors (beneath.py), so a 1,000-deep tree is made,
+used, renamed and removed through the mount, and the offline tools walk it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.fs.mounts import Mount
+from tests.serverproc import cli
+
+DEPTH = 1000
+
+
+def _descend(top: Path, depth: int) -> int:
+    """An O_PATH descriptor of the directory ``depth`` levels below ``top`` (d/d/...)."""
+    fd = os.open(top, os.O_PATH | os.O_DIRECTORY)
+    for _ in range(depth):
+        nxt = os.open("d", os.O_PATH | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = nxt
+    return fd
+
+
+@pytest.fixture
+def deep(vol: Mount) -> Mount:
+    made = subprocess.run(["mkdir", "-p", "/".join(["d"] * DEPTH)], cwd=vol.mnt, capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    return vol
+
+
+def test_a_thousand_levels_are_made_used_renamed_and_removed(deep: Mount) -> None:
+    fd = _descend(deep.mnt, DEPTH)
+    try:
+        bottom = f"/proc/self/fd/{fd}"
+        assert os.path.getsize(Path(bottom)) >= 0  # (a directory)
+        Path(bottom, "f").write_bytes(b"x" * 10_000)
+        assert Path(bottom, "f").read_bytes() == b"x" * 10_000
+        assert os.stat(Path(bottom, "f")).st_size == 10_000
+        os.rename(Path(bottom, "f"), Path(bottom, "g"))
+        assert sorted(os.listdir(bottom)) == ["g"]
+        os.chmod(Path(bottom, "g"), 0o640)
+        assert os.stat(Path(bottom, "g")).st_mode & 0o777 == 0o640
+        os.setxattr(Path(bottom, "g"), "user.k", b"v")
+        assert os.getxattr(Path(bottom, "g"), "user.k") == b"v"
+        os.symlink("g", Path(bottom, "s"))
+        assert os.readlink(Path(bottom, "s")) == "g"
+        os.link(Path(bottom, "g"), Path(bottom, "h"))
+        assert os.stat(Path(bottom, "h")).st_nlink == 2
+        long = "n" * 200  # a long name (its own sidecar) at the bottom
+        Path(bottom, long).write_text("long")
+        assert Path(bottom, long).read_text() == "long"
+        with os.scandir(bottom) as it:
+            assert sorted(e.name for e in it) == sorted(["g", "h", "s", long])
+        os.fsync(os.open(Path(bottom, "g"), os.O_RDONLY))
+    finally:
+        os.close(fd)
+    # a directory halfway down renamed: everything below it moves with it
+    mid = _descend(deep.mnt, DEPTH // 2 - 1)
+    try:
+        os.rename("d", "e", src_dir_fd=mid, dst_dir_fd=mid)
+        below = os.open("e", os.O_PATH | os.O_DIRECTORY, dir_fd=mid)
+    finally:
+        os.close(mid)
+    try:
+        path = f"/proc/self/fd/{below}/" + "/".join(["d"] * (DEPTH - DEPTH // 2))
+        fd = os.open(path, os.O_PATH | os.O_DIRECTORY)
+    finally:
+        os.close(below)
+    try:
+        assert Path(f"/proc/self/fd/{fd}", "g").read_bytes() == b"x" * 10_000
+    finally:
+        os.close(fd)
+    removed = subprocess.run(["rm", "-rf", "d"], cwd=deep.mnt, capture_output=True, text=True)
+    assert removed.returncode == 0, removed.stderr
+    assert os.listdir(deep.mnt) == []
+    deep.stop()
+    f = cli("fs", "fsck", str(deep.lower), "--passphrase-file", str(deep.pwfile))
+    assert f.returncode == 0, f.stdout
