@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,15 @@ def _descend(top: Path, depth: int) -> int:
 
 
 @pytest.fixture
-def deep(vol: Mount) -> Mount:
+def scrub(tmp_path: Path) -> Iterator[None]:
+    """Removes the test's trees afterwards (set up before the mount, so torn down after it):
+    Python 3.11's shutil.rmtree, which pytest cleans up with, recurses, and fails at this depth."""
+    yield
+    subprocess.run(["rm", "-rf", "--one-file-system", str(tmp_path)], check=False)
+
+
+@pytest.fixture
+def deep(scrub: None, vol: Mount) -> Mount:
     made = subprocess.run(["mkdir", "-p", "/".join(["d"] * DEPTH)], cwd=vol.mnt, capture_output=True, text=True)
     assert made.returncode == 0, made.stderr
     return vol
@@ -82,3 +91,47 @@ def test_a_thousand_levels_are_made_used_renamed_and_removed(deep: Mount) -> Non
     deep.stop()
     f = cli("fs", "fsck", str(deep.lower), "--passphrase-file", str(deep.pwfile))
     assert f.returncode == 0, f.stdout
+
+
+def _bottom_file(m: Mount) -> bytes:
+    fd = _descend(m.mnt, DEPTH)
+    try:
+        return Path(f"/proc/self/fd/{fd}", "f").read_bytes()
+    finally:
+        os.close(fd)
+
+
+def test_the_offline_tools_walk_a_thousand_levels(deep: Mount) -> None:
+    fd = _descend(deep.mnt, DEPTH)
+    try:
+        Path(f"/proc/self/fd/{fd}", "f").write_bytes(b"bottom")
+    finally:
+        os.close(fd)
+    deep.stop()
+    pw = ("--passphrase-file", str(deep.pwfile))
+    for cmd in (("fs", "fsck", str(deep.lower), *pw), ("fs", "rotate", str(deep.lower), *pw), ("fs", "reencrypt", str(deep.lower), *pw)):
+        r = cli(*cmd, timeout=300)
+        assert r.returncode == 0, (cmd, r.stdout[-2000:], r.stderr[-2000:])
+    r = cli("fs", "fsck", str(deep.lower), *pw)
+    assert r.returncode == 0, r.stdout
+    deep.start()
+    assert _bottom_file(deep) == b"bottom"
+
+
+def test_move_carries_a_thousand_levels_in(scrub: None, vol: Mount, tmp_path: Path) -> None:
+    src = tmp_path / "app"
+    src.mkdir()
+    made = subprocess.run(["mkdir", "-p", "/".join(["d"] * DEPTH)], cwd=src, capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    fd = _descend(src, DEPTH)
+    try:
+        Path(f"/proc/self/fd/{fd}", "f").write_bytes(b"bottom")
+    finally:
+        os.close(fd)
+    r = cli("fs", "move", str(src), str(vol.mnt), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    fd = _descend(vol.mnt / "app", DEPTH)
+    try:
+        assert Path(f"/proc/self/fd/{fd}", "f").read_bytes() == b"bottom"
+    finally:
+        os.close(fd)

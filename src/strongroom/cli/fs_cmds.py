@@ -439,7 +439,10 @@ def fs_fsck(volume: Path, passphrase_file: Path | None, profile: Path | None, se
         raise CliError(f"cannot check: {e}", code=2) from None
     except Exception as e:  # noqa: BLE001 - a key server or profile failure: could not check
         raise CliError(f"cannot check: {type(e).__name__}: {e}", code=2) from None
-    report = Checker(volume, keys, cfg.long_name_max, cfg.derived_tweaks, cfg.holes, cfg.bound_xattrs).run()
+    try:
+        report = Checker(volume, keys, cfg.long_name_max, cfg.derived_tweaks, cfg.holes, cfg.bound_xattrs).run()
+    except (OSError, RecursionError, MemoryError) as e:  # the walk itself failed: nothing can be said
+        raise CliError(f"cannot check: {getattr(e, 'strerror', None) or type(e).__name__}", code=2) from None
     out = {
         "volume": str(volume),
         "directories": report.directories,

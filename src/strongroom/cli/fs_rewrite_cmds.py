@@ -172,7 +172,7 @@ def fs_move(path: Path, target: Path, as_json: bool) -> None:
       strongroom fs move /var/lib/mysql /srv/vault-mnt/mysql
     """
     from strongroom.fs import mount
-    from strongroom.fs.move import MoveError, move
+    from strongroom.fs.move import MoveError, move, move_size
 
     probe = target
     while not probe.exists() and probe != probe.parent:
@@ -184,7 +184,7 @@ def fs_move(path: Path, target: Path, as_json: bool) -> None:
     if source is None or not source.startswith("strongroom:"):
         raise CliError(f"{target} is not inside a mounted Strongroom volume")
     dest = target if target.resolve() != mp else mp / path.name
-    total = sum(p.lstat().st_size for p in path.rglob("*")) if path.is_dir() and not path.is_symlink() else 0
+    total = move_size(path) if path.is_dir() and not path.is_symlink() else 0
     try:
         with progress_bar("moving", total) as advance:
             result = move(path, dest, advance)

@@ -12,6 +12,7 @@ from pathlib import Path
 from strongroom.fs import content, journal, names, sidecar, xattrs
 from strongroom.fs.config import CONFIG
 from strongroom.fs.keys import VolumeKeys
+from strongroom.fs.lowerwalk import Tree
 from strongroom.fs.xattrs import PREFIX as XATTR_PREFIX
 from strongroom.fs.xattrs import XattrCipher
 
@@ -57,39 +58,65 @@ class Checker:
         self.names = names.NameCipher(keys.names, long_name_max)
         self.xattrs = XattrCipher(keys.xattr_names, keys.xattr_values)
         self.report = Report()
+        self._rel: dict[Path, str] = {}  # the short name of the directory being checked -> its path below the volume
 
     def _problem(self, lower: Path, plain: str | None, what: str, damage: bool = True) -> None:
-        self.report.problems.append(Problem(str(lower.relative_to(self.volume)), plain, what, damage))
+        """``lower``: where the entry is, as a path below the volume (``_at`` knows the short
+        name each is reached by)."""
+        if lower in self._rel:  # the directory itself
+            shown = self._rel[lower] or "."
+        elif lower.parent in self._rel:
+            rel = self._rel[lower.parent]
+            shown = f"{rel}/{lower.name}" if rel else lower.name
+        else:
+            shown = str(lower.relative_to(self.volume))
+        self.report.problems.append(Problem(shown, plain, what, damage))
 
     def run(self) -> Report:
-        self._directory(self.volume, "/", None)
+        """Every directory, one at a time from a stack (a tree may be of any depth), each
+        reached through descriptors (lowerwalk.py)."""
+        stack: list[tuple[str, str, bytes | None]] = [("", "/", None)]
+        with Tree(self.volume) as tree:
+            while stack:
+                rel, plain, parent_iv = stack.pop()
+                try:
+                    with tree.directory(rel) as here:
+                        self._rel = {here: rel}
+                        below = self._directory(here, rel, plain, parent_iv)
+                except OSError as e:  # swapped for a symlink meanwhile, unreadable: named, the rest checked
+                    self._problem(self.volume / rel, plain, f"directory could not be opened ({e.strerror})")
+                    continue
+                stack.extend(reversed(below))
         return self.report
 
-    def _directory(self, lower: Path, plain: str, parent_iv: bytes | None) -> None:
+    def _directory(self, lower: Path, rel: str, plain: str, parent_iv: bytes | None) -> list[tuple[str, str, bytes | None]]:
+        """Check one directory (reached as ``lower``); its subdirectories, to be checked next."""
         self.report.directories += 1
+        top = rel == ""
         try:
             stored = sidecar.read_bounded(lower / names.DIRIV, names.DIRIV_BYTES)
         except OSError as e:  # a symlink, FIFO, device or oversized file: never read
             self._problem(lower, plain, f"directory tweak unreadable ({e.strerror}): no name in it can be read")
-            return
+            return []
         if stored is not None:
             iv = stored
         elif parent_iv is None or not self.derived_tweaks:  # the root, or a version-1 volume
             self._problem(lower, plain, "directory tweak unreadable (missing): no name in it can be read")
-            return
+            return []
         else:
-            iv = names.derived_diriv(parent_iv, lower.name)
+            iv = names.derived_diriv(parent_iv, rel.rpartition("/")[2])
         if len(iv) != names.DIRIV_BYTES:
             self._problem(lower, plain, "directory tweak has the wrong size: no name in it can be read")
-            return
+            return []
         self._attributes(lower, plain, xattrs.dir_binding(iv) if self.bound_xattrs else None)
         entries = sorted(os.listdir(lower))
         present = set(entries)
+        below: list[tuple[str, str, bytes | None]] = []
         for n in entries:
             path = lower / n
-            if n == names.DIRIV or (lower == self.volume and (n.startswith(CONFIG) or n.startswith("strongroom.acl.json"))):
+            if n == names.DIRIV or (top and (n.startswith(CONFIG) or n.startswith("strongroom.acl.json"))):
                 continue
-            if lower == self.volume and n == journal.DIR:
+            if top and n == journal.DIR:
                 if path.is_symlink() or not path.is_dir():
                     self._problem(path, None, "the shrink journal is not a directory (not followed)")
                     continue
@@ -108,9 +135,10 @@ class Checker:
             if path.is_symlink():
                 self._symlink(path, child)
             elif path.is_dir():
-                self._directory(path, child or "?", iv)
+                below.append((f"{rel}/{n}" if rel else n, child or "?", iv))
             elif path.is_file():
                 self._file(path, child)
+        return below
 
     def _name(self, lower: Path, n: str, iv: bytes) -> str | None:
         try:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from strongroom.fs import durable, sidecar
+from strongroom.fs.lowerwalk import Tree, remove_tree
 
 JOURNAL_MAX = 64 << 10  # bytes: the journal holds a destination and a phase
 
@@ -50,10 +51,12 @@ def _save(journal: Path, state: dict[str, str]) -> None:
     durable.replace_file(journal, json.dumps(state).encode(), 0o644)
 
 
-def _copy_meta(src: Path, dst: Path) -> None:
-    st = src.lstat()
+def _copy_meta(src: Path | str, dst: Path | str) -> None:
+    """Owner, mode, user.* attributes and times (a directory is named "<short name>/.": its
+    short name is a link in /proc, which the calls must not stop at)."""
+    st = os.lstat(src)
     os.chown(dst, st.st_uid, st.st_gid, follow_symlinks=False)
-    if not src.is_symlink():
+    if not stat.S_ISLNK(st.st_mode):
         os.chmod(dst, st.st_mode & 0o7777)
         for attr in os.listxattr(src):
             if attr.startswith("user."):
@@ -93,6 +96,15 @@ def _copy_file(src: Path, dst: Path) -> int:
     return src.stat().st_size
 
 
+def move_size(src: Path) -> int:
+    """The bytes a move of ``src`` copies (for its progress bar), at any depth."""
+    total = 0
+    with Tree(src) as tree:
+        for d in tree.walk():
+            total += sum(os.lstat(d.here / n).st_size for n in d.filenames)
+    return total
+
+
 def move(src: Path, dest: Path, progress: Callable[[int], None] = lambda n: None) -> MoveResult:
     src = Path(os.path.abspath(src))
     journal = _journal(src)
@@ -117,49 +129,39 @@ def move(src: Path, dest: Path, progress: Callable[[int], None] = lambda n: None
     origin = src if state["phase"] in ("copy", "verify") else _aside(src)
     if state["phase"] == "copy":
         dest.mkdir(parents=True, exist_ok=True)
-        for dirpath, dirnames, filenames in os.walk(origin):
-            here = Path(dirpath)
-            target = dest / here.relative_to(origin)
-            for d in dirnames:
-                if not (here / d).is_symlink():
-                    (target / d).mkdir(exist_ok=True)
-            for n in filenames + [d for d in dirnames if (here / d).is_symlink()]:
-                s, t = here / n, target / n
-                st = s.lstat()
-                if s.is_symlink():
-                    if not t.is_symlink():
-                        os.symlink(os.readlink(s), t)
-                        _copy_meta(s, t)
-                elif _special(st):
-                    _copy_special(s, t, st)
-                elif _same(s, t):
-                    result.skipped += 1
-                else:
-                    result.bytes += _copy_file(s, t)
-                    result.files += 1
-                progress(s.lstat().st_size)
-        for dirpath, _dirnames, _filenames in os.walk(origin, topdown=False):
-            here = Path(dirpath)
-            _copy_meta(here, dest / here.relative_to(origin))
+        rels = []
+        # both trees reached directory by directory through descriptors: any depth (lowerwalk.py)
+        with Tree(origin) as source, Tree(dest) as target_tree:
+            for d in source.walk():
+                rels.append(d.rel)
+                with target_tree.directory(d.rel) as target:
+                    for n in d.dirnames:
+                        (target / n).mkdir(exist_ok=True)
+                    for n in d.filenames:
+                        s, t = d.here / n, target / n
+                        st = s.lstat()
+                        if s.is_symlink():
+                            if not t.is_symlink():
+                                os.symlink(os.readlink(s), t)
+                                _copy_meta(s, t)
+                        elif _special(st):
+                            _copy_special(s, t, st)
+                        elif _same(s, t):
+                            result.skipped += 1
+                        else:
+                            result.bytes += _copy_file(s, t)
+                            result.files += 1
+                        progress(s.lstat().st_size)
+            for rel in reversed(rels):  # a directory's times after everything in it is made
+                with source.directory(rel) as s, target_tree.directory(rel) as t:
+                    _copy_meta(f"{s}/.", f"{t}/.")
         state["phase"] = "verify"
         _save(journal, state)
     if state["phase"] == "verify":
-        for dirpath, _dirnames, filenames in os.walk(origin):
-            here = Path(dirpath)
-            for n in filenames:
-                s, t = here / n, dest / here.relative_to(origin) / n
-                st = s.lstat()
-                if s.is_symlink():
-                    if os.readlink(s) != os.readlink(t):
-                        raise MoveError(f"verification failed: symlink {t}")
-                elif _special(st):
-                    tt = t.lstat()
-                    if stat.S_IFMT(tt.st_mode) != stat.S_IFMT(st.st_mode) or tt.st_rdev != st.st_rdev:
-                        raise MoveError(f"verification failed: {t} is not the same kind of special file as {s}")
-                elif not filecmp.cmp(s, t, shallow=False):
-                    _copy_file(s, t)
-                    if not filecmp.cmp(s, t, shallow=False):
-                        raise MoveError(f"verification failed: {t} differs from {s}")
+        with Tree(origin) as source, Tree(dest) as target_tree:
+            for d in source.walk():
+                with target_tree.directory(d.rel) as target:
+                    _verify(d.here, target, d.filenames, dest / d.rel)
         state["phase"] = "swap"
         _save(journal, state)
     if state["phase"] == "swap":
@@ -169,6 +171,24 @@ def move(src: Path, dest: Path, progress: Callable[[int], None] = lambda n: None
         if not src.is_symlink():
             os.symlink(dest, src)
         if aside.exists():
-            shutil.rmtree(aside)
+            remove_tree(aside)
         journal.unlink()
     return result
+
+
+def _verify(here: Path, target: Path, filenames: list[str], shown: Path) -> None:
+    """One directory's entries compared with their copies (``shown``: its path at the destination)."""
+    for n in filenames:
+        s, t = here / n, target / n
+        st = s.lstat()
+        if s.is_symlink():
+            if os.readlink(s) != os.readlink(t):
+                raise MoveError(f"verification failed: symlink {shown / n}")
+        elif _special(st):
+            tt = t.lstat()
+            if stat.S_IFMT(tt.st_mode) != stat.S_IFMT(st.st_mode) or tt.st_rdev != st.st_rdev:
+                raise MoveError(f"verification failed: {shown / n} is not the same kind of special file as the original")
+        elif not filecmp.cmp(s, t, shallow=False):
+            _copy_file(s, t)
+            if not filecmp.cmp(s, t, shallow=False):
+                raise MoveError(f"verification failed: {shown / n} differs from the original")

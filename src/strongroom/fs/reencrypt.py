@@ -17,6 +17,7 @@ whole under its old or its new key either way).
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import stat
@@ -28,6 +29,7 @@ from pathlib import Path
 from strongroom.fs import config, content, durable, names, sidecar, xattrs
 from strongroom.fs import keys as keys_mod
 from strongroom.fs.keys import VolumeKeys
+from strongroom.fs.lowerwalk import Tree
 from strongroom.fs.rotate import lower_entries
 
 JOURNAL = "strongroom.reencrypt.journal"
@@ -53,21 +55,27 @@ def _tmp_name(directory: Path) -> Path:
     return directory / f"{TMP_PREFIX}{names.b64u(os.urandom(9))}"
 
 
-def _stale_copies(volume: Path) -> list[Path]:
-    return [p for p in volume.rglob(TMP_PREFIX + "*") if not p.is_dir() or p.is_symlink()]
+def _remove_stale_copies(volume: Path) -> int:
+    """Remove the copies an interrupted pass left (in a tree of any depth); how many."""
+    gone = 0
+    with Tree(volume) as tree:
+        for d in tree.walk():
+            for n in d.filenames:
+                if n.startswith(TMP_PREFIX):
+                    (d.here / n).unlink()
+                    gone += 1
+    return gone
 
 
 def abort(volume: Path) -> int:
     """Forget an interrupted pass: its journal and any copy it left.  Returns what was removed."""
-    gone = _stale_copies(volume)
-    for p in gone:
-        p.unlink()
+    gone = _remove_stale_copies(volume)
     journal = volume / JOURNAL
     if journal.exists():
         journal.unlink()
-        gone.append(journal)
+        gone += 1
     durable.fsync_dir(volume)
-    return len(gone)
+    return gone
 
 
 def _done_so_far(journal: Path) -> set[str]:
@@ -86,35 +94,35 @@ def _done_so_far(journal: Path) -> set[str]:
 def reencrypt(volume: Path, keys: VolumeKeys, progress: Callable[[int], None] = lambda n: None) -> ReencryptResult:
     journal_path = volume / JOURNAL
     done = _done_so_far(journal_path)
-    for stale in _stale_copies(volume):  # copies left by an interrupted run
-        stale.unlink()
-    groups: dict[tuple[int, int], list[Path]] = defaultdict(list)
+    _remove_stale_copies(volume)  # copies left by an interrupted run
+    groups: dict[tuple[int, int], list[str]] = defaultdict(list)
     result = ReencryptResult()
-    for path in lower_entries(volume):
+    for rel, path in lower_entries(volume):
         st = path.lstat()
         if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
-            groups[(st.st_dev, st.st_ino)].append(path)
+            groups[(st.st_dev, st.st_ino)].append(rel)
         else:
             result.special += 1
             progress(1)
     cfg = config.VolumeConfig.load(volume)
     # never through a symlink someone planted: the pass runs as root
     fd = os.open(journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    with open(fd, "a", encoding="utf-8", errors="surrogateescape") as journal:
+    with open(fd, "a", encoding="utf-8", errors="surrogateescape") as journal, Tree(volume) as tree:
         for names_of_inode in groups.values():
-            first = names_of_inode[0]
-            key = str(first.relative_to(volume))
+            key = names_of_inode[0]
             if key in done:
                 result.skipped += len(names_of_inode)
                 progress(len(names_of_inode))
                 continue
             try:
-                if first.is_symlink():
-                    _symlink(first, keys)
-                    result.symlinks += 1
-                else:
-                    result.bytes += _file(names_of_inode, keys, cfg.bound_xattrs, cfg.holes)
-                    result.files += 1
+                with contextlib.ExitStack() as reached:  # each name through its directory's descriptor
+                    paths = [reached.enter_context(tree.entry(rel)) for rel in names_of_inode]
+                    if paths[0].is_symlink():
+                        _symlink(paths[0], keys)
+                        result.symlinks += 1
+                    else:
+                        result.bytes += _file(paths, keys, cfg.bound_xattrs, cfg.holes)
+                        result.files += 1
             except (OSError, content.DamagedFile) as e:
                 why = getattr(e, "strerror", None) or str(e)
                 raise ReencryptError(

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from strongroom.fs import config, content, journal, keys, names, sidecar
+from strongroom.fs.lowerwalk import Tree
 from strongroom.fs.names import b64u, unb64u
 
 ROTATION = "rotation"
@@ -32,15 +33,17 @@ class RotationResult:
     refused: list[str] = field(default_factory=list)  # lower entries not rewrapped, and why
 
 
-def lower_entries(volume: Path) -> Iterator[Path]:
-    for dirpath, dirnames, filenames in os.walk(volume):
-        base = Path(dirpath)
-        if base == volume and journal.DIR in dirnames:  # the journal's records are no files of the volume
-            dirnames.remove(journal.DIR)
-        for n in filenames + [d for d in dirnames if (base / d).is_symlink()]:
-            if names.is_reserved(n) or n.startswith(config.CONFIG) or n.endswith(names.LONG_SUFFIX):
-                continue
-            yield base / n
+def lower_entries(volume: Path) -> Iterator[tuple[str, Path]]:
+    """(path below the volume, a short name of it valid until the next) of every lower entry
+    but directories and the volume's own files, in a tree of any depth (lowerwalk.py)."""
+    with Tree(volume) as tree:
+        for d in tree.walk():
+            if d.rel == "" and journal.DIR in d.dirnames:  # the journal's records are no files of the volume
+                d.dirnames.remove(journal.DIR)
+            for n in d.filenames:
+                if names.is_reserved(n) or n.startswith(config.CONFIG) or n.endswith(names.LONG_SUFFIX):
+                    continue
+                yield d.rel_of(n), d.here / n
 
 
 def rotate(
@@ -71,11 +74,11 @@ def rotate(
             sks[0], config.kek_aad(cfg.volume_id, first["type"]), unb64u(first["sealed_kek"]), "the new volume key"
         )
     result = RotationResult()
-    for path in lower_entries(volume):
+    for rel, path in lower_entries(volume):
         if path.is_symlink():
             _rotate_symlink(path, old.kek, new_kek, cfg.volume_id, result)
         elif path.is_file() and path.stat().st_size > 0:
-            _rotate_header(path, old.kek, new_kek, cfg.volume_id, result)
+            _rotate_header(path, rel, old.kek, new_kek, cfg.volume_id, result)
         progress(1)
     pending = cfg.extra.pop(ROTATION)
     cfg.retire(old.kek, new_kek)  # standalone files made with the old KEK stay readable
@@ -96,13 +99,13 @@ def _rewrap(raw: bytes, old_kek: bytes, new_kek: bytes, volume_id: bytes) -> byt
     return header.encode(new_kek, volume_id)
 
 
-def _rotate_header(path: Path, old_kek: bytes, new_kek: bytes, volume_id: bytes, result: RotationResult) -> None:
+def _rotate_header(path: Path, rel: str, old_kek: bytes, new_kek: bytes, volume_id: bytes, result: RotationResult) -> None:
     try:
         fd = sidecar.open_regular(path, os.O_RDWR)
     except FileNotFoundError:
         return
     except sidecar.UnsafeFile as e:  # swapped for a FIFO or a symlink since the walk: fsck's to name
-        result.refused.append(f"{path}: {e.why}")
+        result.refused.append(f"{rel}: {e.why}")
         return
     try:
         raw = os.pread(fd, content.HEADER, 0)
