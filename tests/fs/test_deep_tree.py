@@ -109,8 +109,8 @@ def test_the_offline_tools_walk_a_thousand_levels(deep: Mount) -> None:
         os.close(fd)
     deep.stop()
     pw = ("--passphrase-file", str(deep.pwfile))
-    for cmd in (("fs", "fsck", str(deep.lower), *pw), ("fs", "rotate", str(deep.lower), *pw), ("fs", "reencrypt", str(deep.lower), *pw)):
-        r = cli(*cmd, timeout=300)
+    for cmd in ("fsck", "rotate", "reencrypt"):
+        r = cli("fs", cmd, str(deep.lower), *pw, timeout=300)
         assert r.returncode == 0, (cmd, r.stdout[-2000:], r.stderr[-2000:])
     r = cli("fs", "fsck", str(deep.lower), *pw)
     assert r.returncode == 0, r.stdout
