@@ -108,7 +108,8 @@ class Checker:
         if len(iv) != names.DIRIV_BYTES:
             self._problem(lower, plain, "directory tweak has the wrong size: no name in it can be read")
             return []
-        self._attributes(lower, plain, xattrs.dir_binding(iv) if self.bound_xattrs else None)
+        # (named "<short name>/.": the short name is a link in /proc, which the calls must not stop at)
+        self._attributes(lower, plain, xattrs.dir_binding(iv) if self.bound_xattrs else None, f"{lower}/.")
         entries = sorted(os.listdir(lower))
         present = set(entries)
         below: list[tuple[str, str, bytes | None]] = []
@@ -214,9 +215,11 @@ class Checker:
         except (ValueError, content.DamagedFile) as e:
             self._problem(lower, plain, f"symlink target does not decrypt ({e})")
 
-    def _attributes(self, lower: Path, plain: str | None, binding: bytes | None = None) -> None:
+    def _attributes(self, lower: Path, plain: str | None, binding: bytes | None = None, at: str | None = None) -> None:
+        """The attribute values of ``lower`` (reached as ``at`` if given)."""
+        name = lower if at is None else at
         try:
-            attrs = os.listxattr(lower, follow_symlinks=False)
+            attrs = os.listxattr(name, follow_symlinks=False)
         except OSError:
             return
         for a in attrs:
@@ -224,6 +227,6 @@ class Checker:
                 continue
             try:
                 self.xattrs.plain_name(a)
-                self.xattrs.open_value(a, os.getxattr(lower, a, follow_symlinks=False), binding)
+                self.xattrs.open_value(a, os.getxattr(name, a, follow_symlinks=False), binding)
             except Exception as e:  # noqa: BLE001 - any failure to open is damage
                 self._problem(lower, plain, f"extended attribute does not open ({type(e).__name__})")
