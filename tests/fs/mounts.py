@@ -73,9 +73,10 @@ class Mount:
             subprocess.run(["fusermount3", "-u", str(self.mnt)], capture_output=True)
         try:
             self.proc.wait(20)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired:  # the unmount was refused (busy): no dead mount left behind
             self.proc.kill()
             self.proc.wait()
+            subprocess.run(["fusermount3", "-u", "-z", str(self.mnt)], capture_output=True)
         self.proc = None
 
     def kill(self) -> None:

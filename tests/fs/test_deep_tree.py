@@ -66,7 +66,11 @@ def test_a_thousand_levels_are_made_used_renamed_and_removed(deep: Mount) -> Non
         assert Path(bottom, long).read_text() == "long"
         with os.scandir(bottom) as it:
             assert sorted(e.name for e in it) == sorted(["g", "h", "s", long])
-        os.fsync(os.open(Path(bottom, "g"), os.O_RDONLY))
+        synced = os.open(Path(bottom, "g"), os.O_RDONLY)
+        try:
+            os.fsync(synced)
+        finally:
+            os.close(synced)
     finally:
         os.close(fd)
     # a directory halfway down renamed: everything below it moves with it
