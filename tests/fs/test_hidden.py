@@ -25,19 +25,29 @@ def _closed(fd: int) -> bool:
     return False
 
 
-def test_renamed_over_lingers_then_is_closed_unlinked_closes_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hidden, "LINGER_S", 0.2)
+def _wait_closed(fd: int) -> None:
+    deadline = time.monotonic() + 5
+    while not _closed(fd):
+        assert time.monotonic() < deadline, "the lingering descriptor was never closed"
+        time.sleep(0.05)
+
+
+def _kept(tmp_path: Path) -> tuple[hidden.HiddenFiles, int, int]:
+    """Two hidden names held: NAME renamed over (descriptor a), NAME + "2" unlinked (b)."""
     h = hidden.HiddenFiles()
     a = os.open(tmp_path, os.O_RDONLY)
     b = os.open(tmp_path, os.O_RDONLY)
     h.keep(NAME, a, renamed_over=True)
     h.keep(NAME + "2", b, renamed_over=False)
+    return h, a, b
+
+
+def test_renamed_over_lingers_then_is_closed_unlinked_closes_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hidden, "LINGER_S", 0.2)
+    h, a, b = _kept(tmp_path)
     assert h.release(NAME) and h.release(NAME + "2")
     assert _closed(b) and not _closed(a) and NAME in h.fds  # still served, for walks begun before
-    deadline = time.monotonic() + 5
-    while not _closed(a):
-        assert time.monotonic() < deadline, "the lingering descriptor was never closed"
-        time.sleep(0.05)
+    _wait_closed(a)
     assert NAME not in h.fds
     assert not h.release(NAME)  # not one any more
 
@@ -54,11 +64,7 @@ def test_missing_errno() -> None:
 
 def test_a_descriptor_in_use_or_opened_through_is_never_closed_under_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hidden, "LINGER_S", 0.1)
-    h = hidden.HiddenFiles()
-    a = os.open(tmp_path, os.O_RDONLY)
-    b = os.open(tmp_path, os.O_RDONLY)
-    h.keep(NAME, a, renamed_over=True)
-    h.keep(NAME + "2", b, renamed_over=False)
+    h, a, b = _kept(tmp_path)
     with h.use(NAME + "2") as fd:
         assert fd == b
         assert h.release(NAME + "2")  # an unlinked file's last close, while a request works on it
@@ -73,9 +79,6 @@ def test_a_descriptor_in_use_or_opened_through_is_never_closed_under_it(tmp_path
     assert not _closed(a) and NAME in h.fds  # still open through it: kept past its moment
     h.closed(7)
     assert not _closed(a)  # another moment, from that close
-    deadline = time.monotonic() + 5
-    while not _closed(a):
-        assert time.monotonic() < deadline, "never closed once unused"
-        time.sleep(0.05)
+    _wait_closed(a)  # and closed once unused
     with h.use(NAME) as fd:
         assert fd is None

@@ -114,7 +114,9 @@ class HiddenFiles:
             self._users[path] = left
             return
         del self._users[path]
-        if self._lingering.get(path):  # a renamed-over file just closed: another moment for walks begun before
+        if path not in self._lingering:  # libfuse still holds the name: nothing to close yet
+            return
+        if self._lingering[path]:  # a renamed-over file just closed: another moment for walks begun before
             self._lingering[path] = time.monotonic() + LINGER_S
         self._expire()
 
