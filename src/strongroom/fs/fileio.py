@@ -129,6 +129,8 @@ class Handle:
     # Served without the kernel's page cache: an appender through one of several hard-link
     # names, whose writes land where the kernel does not expect them.
     direct_io: bool = False
+    # The kernel may keep the pages it holds for the name opened (pagecache.py).
+    keep_cache: bool = False
 
 
 class FileIO:

@@ -274,8 +274,7 @@ class Fuse(mfusepy.FUSE):  # type: ignore[misc]
     def open(self, path: bytes, fip: Any) -> int:
         fi = fip.contents
         fi.fh = fh = self.operations.open(path.decode(self.encoding, self.errors), fi.flags)
-        if self.operations.direct_io(fh):
-            fi.direct_io = 1
+        fi.direct_io, fi.keep_cache = self.operations.cache_mode(fh)
         return 0
 
     def read(self, path: bytes | None, buf: Any, size: int, offset: int, fip: Any) -> int:

@@ -28,6 +28,7 @@ from strongroom.fs.keys import VolumeKeys
 from strongroom.fs.links import HardLinkNames, Key
 from strongroom.fs.namespace import UTIME_NOW, Namespace, entry_kind
 from strongroom.fs.notify import drop_nothing
+from strongroom.fs.pagecache import PageCache
 from strongroom.fs.ratelog import RateLimitedLog
 from strongroom.fs.resolver import CACHE_ENTRIES, Resolver
 from strongroom.fs.xattr_store import XattrStore
@@ -86,6 +87,7 @@ class VolumeOps(XattrOps):
         # the kernel drop one name's attributes at once (None without fuseio.c: then queued with
         # the pages) and its pages, queued for notify.py's thread (the kernel waits for their locks)
         self.links: HardLinkNames | None = None
+        self.pages: PageCache | None = None  # when the kernel may keep a file's pages (pagecache.py)
         self.invalidate_attrs: Callable[[str], object] | None = None
         self.invalidate: Callable[[str], object] = drop_nothing
         self.hidden = HiddenFiles()  # libfuse's hidden names of open files -> descriptors
@@ -163,22 +165,24 @@ class VolumeOps(XattrOps):
         reports, in the form the mount packs straight into libfuse's struct stat."""
         if fh is None and path != "/":
             self._check(path)
+        st: os.stat_result | None = None
         if fh is not None and fh in self.io.handles:
             h = self.io.handles[fh]
-            st = os.fstat(h.fd)
-            return st, self.entries.reported_size(st, h.path)
-        if self.hidden.fds and path in self.hidden.fds:
+            st, lower = os.fstat(h.fd), h.path
+        elif self.hidden.fds and path in self.hidden.fds:
             with self.hidden.use(path) as fd:
                 if fd is not None:
-                    st = os.fstat(fd)
-                    return st, self.entries.reported_size(st, path)
-        lower = self.paths.lower(path)
-        try:
-            st = self.beneath.call(lower, os.lstat)
-        except FileNotFoundError:
-            raise self._gone(path) from None
-        if st.st_nlink > 1 and self.links is not None and not stat.S_ISDIR(st.st_mode):
-            self.links.seen((st.st_dev, st.st_ino), path)
+                    st, lower = os.fstat(fd), path
+        if st is None:
+            lower = self.paths.lower(path)
+            try:
+                st = self.beneath.call(lower, os.lstat)
+            except FileNotFoundError:
+                raise self._gone(path) from None
+            if st.st_nlink > 1 and self.links is not None and not stat.S_ISDIR(st.st_mode):
+                self.links.seen((st.st_dev, st.st_ino), path)
+        if self.pages is not None:
+            self.pages.seen(path, st)
         return st, self.entries.reported_size(st, lower)
 
     def _changed(self, key: Key | None, *through: str | None, content: bool = False) -> None:
@@ -187,6 +191,8 @@ class VolumeOps(XattrOps):
         Attributes are dropped before this request is answered, so stat through any name is
         exact at once; pages only through the notifier's queue, because the kernel waits for
         their locks and writeback, which may wait on this very request (notify.py)."""
+        if self.pages is not None:
+            self.pages.changed(*through)
         links = self.links
         if links is None or key is None or key not in links.files:  # one name: nothing to tell
             return
@@ -198,6 +204,8 @@ class VolumeOps(XattrOps):
                 self.invalidate(other)
 
     def _changed_path(self, path: str) -> None:
+        if self.pages is not None:
+            self.pages.changed(path)
         links = self.links
         if links is not None:
             key = links.key_of(path)
@@ -316,6 +324,8 @@ class VolumeOps(XattrOps):
             return None
         if st.st_nlink > 1 and self.links is not None and not stat.S_ISDIR(st.st_mode):
             self.links.seen((st.st_dev, st.st_ino), path)
+        if self.pages is not None:
+            self.pages.seen(path, st)
         return st, self.entries.reported_size(st, lower)
 
     def opendir(self, path: str) -> int:
@@ -352,6 +362,8 @@ class VolumeOps(XattrOps):
         if self.hidden.fds and self.hidden.release(path):  # the last close of a file unlinked while open
             return 0
         self.entries.unlink(path)
+        if self.pages is not None:
+            self.pages.removed(path)
         if self.links is not None:
             self._changed(self.links.removed(path))  # the other names' link count and ctime
         return 0
@@ -366,6 +378,8 @@ class VolumeOps(XattrOps):
             return 0
         self.entries.rename(old, new)
         self.xattrs.forget_defaults()
+        if self.pages is not None:
+            self.pages.renamed(old, new)
         if self.links is not None:
             replaced = self.links.removed(new) if old != new else None
             self.links.renamed(old, new)
@@ -460,6 +474,8 @@ class VolumeOps(XattrOps):
         # mappings of such files (kernels before 6.6), only its appends are.
         if st.st_nlink > 1 and (flags & os.O_APPEND or self.links_direct()):
             self.io.handles[fh].direct_io = True
+        elif self.pages is not None:
+            self.io.handles[fh].keep_cache = self.pages.keep(path, st)
         if flags & os.O_TRUNC and flags & os.O_ACCMODE != os.O_RDONLY:
             if (
                 self.kill_requested is _never
@@ -471,10 +487,11 @@ class VolumeOps(XattrOps):
             self.truncate(path, 0, fh)
         return fh
 
-    def direct_io(self, fh: int) -> bool:
-        """Whether the kernel should serve this open file without its page cache."""
+    def cache_mode(self, fh: int) -> tuple[bool, bool]:
+        """Whether the kernel should serve this open file without its page cache, and whether it
+        may keep the pages it already holds for it."""
         h = self.io.handles.get(fh)
-        return h is not None and h.direct_io
+        return (h.direct_io, h.keep_cache) if h is not None else (False, False)
 
     def create(self, path: str, mode: int, flags: int = os.O_WRONLY) -> int:
         self._check(path, write=True)

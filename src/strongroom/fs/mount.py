@@ -20,10 +20,11 @@ from strongroom.fs.health import Health
 from strongroom.fs.keys import VolumeKeys
 from strongroom.fs.links import HardLinkNames
 from strongroom.fs.notify import Notifier
+from strongroom.fs.pagecache import PageCache
 
 os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")  # mfusepy would take libfuse2 if it were installed
 
-FUSE_CAP_WRITEBACK_CACHE = 1 << 16
+FUSE_CAP_WRITEBACK_CACHE, FUSE_CAP_AUTO_INVAL_DATA = 1 << 16, 1 << 12
 FUSE_CAP_DONT_MASK, FUSE_CAP_POSIX_ACL = 1 << 6, 1 << 19  # libfuse 3.14's fuse_common.h
 MAX_WRITE = 1 << 20
 TIMEOUT = 1.0
@@ -133,6 +134,9 @@ class _Ops(VolumeOps):
             # ours, which breaks hard links under libfuse's path-based API (each name is its own
             # kernel inode).  The low-level API (one inode per file) would allow both.
             conn.want &= ~FUSE_CAP_WRITEBACK_CACHE
+            # Pages are dropped by the daemon when the lower file changed behind its back, not by
+            # the kernel whenever a file's time changed, which its own writes do (pagecache.py).
+            conn.want &= ~FUSE_CAP_AUTO_INVAL_DATA
             if conn.capable & FUSE_CAP_POSIX_ACL:
                 # The kernel enforces POSIX ACLs and asks for them; the daemon stores them, keeps
                 # modes in step and gives new entries their directory's default ACL, so it also
@@ -159,6 +163,8 @@ class _Ops(VolumeOps):
             config.use_ino = 1
         self.notifier = Notifier(_invalidator())
         self.invalidate = self.notifier.post
+        if conn is not None:
+            self.pages = PageCache(self.notifier.post)
         if self.io_parts & fuseio.ATTRS:
             self.invalidate_attrs = fuseio.attrs_invalidator()
         self.served = True
