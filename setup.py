@@ -30,10 +30,10 @@ HELPERS = [
     Extension("strongroom.fs.libsrblocks", ["src/strongroom/fs/blockcrypt.c"], libraries=["crypto"], optional=True),
     # the access checks' process identity (/proc reads in one call)
     Extension("strongroom.fs.libsrproc", ["src/strongroom/fs/procid.c"], optional=True),
-    # the mount's /dev/fuse I/O: the set-id shim and the reader baton (Debian ships no libfuse3.so link)
+    # the mount's /dev/fuse I/O: the set-id shim, the reader baton and the write fast path (Debian ships no libfuse3.so link)
     Extension(
         "strongroom.fs.libsrfuseio",
-        [f"src/strongroom/fs/{c}.c" for c in ("fuseio", "setid", "baton")],
+        [f"src/strongroom/fs/{c}.c" for c in ("fuseio", "setid", "baton", "fastwrite")],
         depends=["src/strongroom/fs/fuseio.h"],
         extra_link_args=["-l:libfuse3.so.3"],
         optional=True,

@@ -78,6 +78,14 @@ def test_a_write_by_an_unprivileged_caller_clears_set_id_bits(shared: Mount) -> 
     assert path.read_bytes() == b"x" * 5000 + b"y" + b"x" * 4999
 
 
+def test_a_whole_block_rewritten_in_place_clears_set_id_bits(shared: Mount) -> None:
+    """The write the fast path takes (fastwrite.c), but of a set-id file: handed on, cleared."""
+    path = made(shared, "f", 0o6777)
+    as_nobody(f"fd = os.open({str(path)!r}, os.O_WRONLY)\nos.pwrite(fd, b'y' * 4096, 4096)\nos.close(fd)")
+    assert mode_of(path) == 0o777
+    assert path.read_bytes() == b"x" * 4096 + b"y" * 4096 + b"x" * 1808
+
+
 def test_set_group_id_stays_on_a_file_that_is_not_group_executable(shared: Mount) -> None:
     path = made(shared, "f", 0o6766)
     as_nobody(f"fd = os.open({str(path)!r}, os.O_WRONLY)\nos.write(fd, b'y')\nos.close(fd)")

@@ -112,6 +112,11 @@ class FileCipher:
         self._gcm = AESGCM(header.file_key)
         self._native = native.lib() if compiled else None
 
+    @property
+    def key(self) -> bytes:
+        """The file key, for the compiled write path alone (fastwrite.py)."""
+        return self._key
+
     def seal(self, first: int, plaintext: bytes | bytearray | memoryview) -> bytes:
         """Blocks first, first+1, ... of plaintext (every block full but the last)."""
         view = memoryview(plaintext)

@@ -20,9 +20,11 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from strongroom.fs import blockrange, content
 from strongroom.fs import xattrs as xattrs_mod
+from strongroom.fs.fastwrite import FastWrites, NativeFile
 from strongroom.fs.journal import Journal
 from strongroom.fs.keys import VolumeKeys
 
@@ -105,9 +107,12 @@ def _seek(fd: int, offset: int, whence: int, size: int) -> int:
 
 @dataclass
 class OpenFile:
-    """What is kept per open lower inode: its lock and, once read, its header."""
+    """What is kept per open lower inode: its lock and, once read, its header.  On a mount with
+    the write fast path the lock is the file's state there (fastwrite.NativeFile), which is also
+    told the file's key whenever it changes (``set_cipher``)."""
 
-    lock: threading.RLock = field(default_factory=threading.RLock)
+    lock: Any = field(default_factory=threading.RLock)
+    native: NativeFile | None = None
     cipher: content.FileCipher | None = None
     opens: int = 0
     read_end: int = -1  # where the last read ended (plaintext): the next one there is sequential
@@ -115,6 +120,11 @@ class OpenFile:
     # made by the daemon moments ago with no attribute set since: its first write need not look
     # for attribute values to bind to its new file id
     no_xattrs: bool = False
+
+    def set_cipher(self, cipher: content.FileCipher | None) -> None:
+        self.cipher = cipher
+        if self.native is not None:
+            self.native.publish(None, b"") if cipher is None else self.native.publish(cipher.key, cipher.file_id)
 
 
 @dataclass
@@ -151,6 +161,8 @@ class FileIO:
         self.handles: dict[int, Handle] = {}
         self._next_fh = 1
         self._tls = threading.local()
+        # On a mount: the compiled path that rewrites whole blocks in place (fastwrite.py)
+        self.fast: FastWrites | None = None
 
     # -- handles ---------------------------------------------------------------------------
     def add(self, fd: int, lower: str, st: os.stat_result | None = None, append: bool = False) -> int:
@@ -158,11 +170,16 @@ class FileIO:
         st = os.fstat(fd) if st is None else st
         key = (st.st_dev, st.st_ino)
         with self._lock:
-            f = self.files.setdefault(key, OpenFile())
+            f = self.files.get(key)
+            if f is None:
+                native = self.fast.new_file() if self.fast is not None else None
+                f = self.files[key] = OpenFile() if native is None else OpenFile(native, native)
             f.opens += 1
             fh = self._next_fh
             self._next_fh += 1
             self.handles[fh] = Handle(fd, key, lower, append)
+        if self.fast is not None and f.native is not None and not append:
+            self.fast.add(fh, fd, f.native)
         return fh
 
     def get(self, fh: int) -> Handle:
@@ -172,6 +189,8 @@ class FileIO:
         return h
 
     def release(self, fh: int) -> None:
+        if self.fast is not None:  # first: returns once no fast write uses the descriptor or its file
+            self.fast.remove(fh)
         with self._lock:
             h = self.handles.pop(fh, None)
             if h is None:
@@ -182,6 +201,11 @@ class FileIO:
                 if f.opens <= 0:
                     del self.files[h.key]
         os.close(h.fd)
+
+    def take_written(self, key: Key) -> bool:
+        """Whether the fast path rewrote the open file ``key`` since the last call."""
+        f = self.files.get(key)
+        return f is not None and f.native is not None and f.native.take_written()
 
     def descriptor_of(self, key: Key) -> int | None:
         """A duplicate of an open descriptor of the lower file ``key`` (None if none is open)."""
@@ -220,8 +244,8 @@ class FileIO:
         except content.DamagedFile as e:
             self._damage(h.path, None, str(e))
             raise os_error(errno.EIO) from None
-        f.cipher = content.FileCipher(header)
-        return f.cipher
+        f.set_cipher(content.FileCipher(header))
+        return f.cipher  # type: ignore[return-value]
 
     def _scratch(self, name: str, size: int) -> memoryview:
         """A per-thread buffer of at least ``size`` bytes, reused: fresh 1 MiB buffers per request
@@ -389,7 +413,7 @@ class FileIO:
         else:
             for at, buf in pieces:
                 _pwrite_all(h.fd, [buf], at)
-        f.cipher = cipher
+        f.set_cipher(cipher)
         if size == 0 and self._rebind is not None and not f.no_xattrs:  # the file has an id now: its attributes follow
             self._rebind(h.fd, xattrs_mod.EMPTY, xattrs_mod.file_binding(cipher.file_id))
         f.no_xattrs = False
@@ -429,7 +453,7 @@ class FileIO:
             if split:
                 inside.append((at, buf[:split]))
         if header is not None:
-            f.cipher = None
+            f.set_cipher(None)
         try:
             if header is not None:  # first (alone it is an empty file), with the first blocks if they follow it
                 first = [beyond.pop(0)[1]] if beyond and beyond[0][0] == content.HEADER else []
@@ -452,7 +476,7 @@ class FileIO:
             if length == 0:
                 old = os.pread(h.fd, content.HEADER, 0) if size and self._rebind is not None else b""
                 os.ftruncate(h.fd, 0)
-                f.cipher = None  # the next write makes a new header and file key
+                f.set_cipher(None)  # the next write makes a new header and file key
                 if old and self._rebind is not None:  # no file id any more: its attributes are bound to emptiness
                     try:
                         self._rebind(h.fd, xattrs_mod.header_binding(old), xattrs_mod.EMPTY)

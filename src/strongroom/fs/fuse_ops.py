@@ -518,6 +518,9 @@ class VolumeOps(XattrOps):
         return fh
 
     def release(self, path: str, fh: int) -> int:
+        h = self.io.handles.get(fh)
+        if h is not None and self.pages is not None and self.io.take_written(h.key):
+            self.pages.changed(path)  # rewritten by the fast path (fastwrite.py)
         self.io.release(fh)
         if self.hidden.opened_through:
             self.hidden.closed(fh)

@@ -8,7 +8,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#define SR_FUSEIO_ABI 3 /* sr_fuseio_abi_version(): the entry points' signatures */
+#define SR_FUSEIO_ABI 4 /* sr_fuseio_abi_version(): the entry points' signatures */
 #define SR_SETID 1      /* setid.c: the daemon clears set-id bits (FUSE_HANDLE_KILLPRIV_V2) */
 #define SR_BATON 2      /* baton.c: one libfuse thread reads requests at a time */
 #define SR_DMMAP 4      /* fuseio.c: the INIT reply allows shared mmap of direct-I/O files */
@@ -23,6 +23,9 @@ int sr_arg_of(const char *req, size_t len, void *out, size_t size);
 void sr_setid_reset(void);
 void sr_setid_saw_request(const char *req, ssize_t n); /* on the thread that will serve it */
 void sr_setid_before_reply(struct iovec *iov, int count);
+
+/* fastwrite.c: answers a WRITE it can serve itself (1), or leaves it to libfuse (0) */
+int sr_fast_write(int fd, const char *req, size_t len);
 
 /* baton.c */
 void sr_baton_reset(void);

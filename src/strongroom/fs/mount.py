@@ -15,6 +15,7 @@ from typing import Any
 from strongroom.crypto.hygiene import harden_process
 from strongroom.fs import fuseio, inuse, journal
 from strongroom.fs.creds import CallerCredentials
+from strongroom.fs.fastwrite import FastWrites
 from strongroom.fs.fuse_ops import VolumeOps
 from strongroom.fs.health import Health
 from strongroom.fs.keys import VolumeKeys
@@ -147,6 +148,8 @@ class _Ops(VolumeOps):
             conn.max_write = MAX_WRITE
             conn.max_readahead = MAX_WRITE  # 1 MiB read requests too: fewer round trips
             self.io_parts = fuseio.install(conn, self.setid_shim, self.reader_baton)
+            if self.io_parts & fuseio.ATTRS and not self.read_only:
+                self.io.fast = FastWrites.start(self.io.holes)
             if self.io_parts & fuseio.SETID:
                 self.kill_requested = fuseio.kill_requested()
             if self.io_parts & fuseio.DMMAP:
@@ -164,7 +167,7 @@ class _Ops(VolumeOps):
         self.notifier = Notifier(_invalidator())
         self.invalidate = self.notifier.post
         if conn is not None:
-            self.pages = PageCache(self.notifier.post)
+            self.pages = PageCache(self.notifier.post, lambda st: self.io.take_written((st.st_dev, st.st_ino)))
         if self.io_parts & fuseio.ATTRS:
             self.invalidate_attrs = fuseio.attrs_invalidator()
         self.served = True

@@ -38,8 +38,12 @@ def _signature(st: os.stat_result) -> Signature:
 
 
 class PageCache:
-    def __init__(self, drop: Callable[[str], object], limit: int = LIMIT) -> None:
+    def __init__(
+        self, drop: Callable[[str], object], written: Callable[[os.stat_result], bool] = lambda st: False, limit: int = LIMIT
+    ) -> None:
         self._drop = drop  # makes the kernel drop a name's pages, from a thread serving no request
+        # whether the mount changed this open file without a call to changed (fastwrite.py)
+        self._written = written
         self._limit = limit
         # name -> what was last reported for it; None: changed through the mount since
         self._seen: OrderedDict[str, Signature | None] = OrderedDict()
@@ -58,7 +62,7 @@ class PageCache:
         new = _signature(st)
         old = self._seen.get(path, UNKNOWN)
         self._remember(path, new)
-        return old is None or old == new
+        return old is None or old == new or (old is not UNKNOWN and self._written(st))
 
     def seen(self, path: str | None, st: os.stat_result) -> None:
         """Attributes of ``path`` go to the kernel: if the file changed behind the mount's back
@@ -70,7 +74,7 @@ class PageCache:
         if old == new:
             return
         self._remember(path, new)
-        if old is not None and old is not UNKNOWN:
+        if old is not None and old is not UNKNOWN and not self._written(st):
             self._drop(path)
 
     def renamed(self, old: str, new: str) -> None:
