@@ -5,7 +5,9 @@ run, rounds interleaved (each system goes first in turn):
   directory there too), scale 10, fsync on, 4 clients (2 threads) for SECONDS: transactions per
   second without the initial connection time;
 - fio: 4 KiB random reads and writes (70/30) on a 256 MiB file, an fsync every 16 writes,
-  psync, for SECONDS: read and write IOPS.
+  psync, for SECONDS: read and write IOPS;
+- a commit's write: an 8 KiB page rewritten in place and fdatasync'd, as a database's WAL
+  writer does, 2,000 times on a 2 MiB file: the median latency in microseconds.
 
 Medians over the rounds and each one's ratio to gocryptfs.  ``--base SRC`` adds another build of
 Strongroom (its src directory) as one more system.
@@ -147,6 +149,27 @@ def fio(place: Path, seconds: int) -> tuple[float, float]:
     return float(out["read"]["iops"]), float(out["write"]["iops"])
 
 
+def commit_write(place: Path, times: int = 2000) -> float:
+    """Median microseconds of an 8 KiB in-place pwrite followed by fdatasync."""
+    path = place / "wal.dat"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        page = os.urandom(8192)
+        for i in range(256):
+            os.pwrite(fd, page, i * 8192)
+        os.fsync(fd)
+        took = []
+        for i in range(times):
+            t = time.perf_counter_ns()
+            os.pwrite(fd, page, (i % 256) * 8192)
+            os.fdatasync(fd)
+            took.append(time.perf_counter_ns() - t)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return statistics.median(took) / 1000
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
@@ -161,7 +184,7 @@ def main() -> None:
     systems: list[Mounted] = [Plain(root / "plain", "plain"), Gocryptfs(root / "gocryptfs", "gocryptfs")]
     systems += [Strongroom(root / f"base{i}", src, src) for i, src in enumerate(args.base)]
     systems.append(Strongroom(root / "this", "strongroom"))
-    rows = ("pgbench tps", "fio read iops", "fio write iops")
+    rows = ("pgbench tps", "fio read iops", "fio write iops", "8 KiB write+fdatasync us")
     got: dict[str, dict[str, list[float]]] = {s.name: {r: [] for r in rows} for s in systems}
     try:
         for r in range(args.rounds):
@@ -172,6 +195,7 @@ def main() -> None:
                     reads, writes = fio(s.mnt, args.seconds)
                     got[s.name]["fio read iops"].append(reads)
                     got[s.name]["fio write iops"].append(writes)
+                    got[s.name]["8 KiB write+fdatasync us"].append(commit_write(s.mnt))
                     shutil.rmtree(s.mnt / "pg")
                     (s.mnt / "fio.dat").unlink()
                 finally:

@@ -483,8 +483,9 @@ def _vault_verdict(data: dict[str, Any]) -> str:
 def _db_verdict(data: dict[str, Any]) -> str:
     """Issue 35's target against the stored run: pgbench and fio each at least gocryptfs's rate."""
     rows = [r for r in data["rows"] if r["base"] == "gocryptfs"]
-    slow = [f"{r['phase']} {r['Strongroom / it']:.2f}x" for r in rows if r["Strongroom / it"] < 1.0]
-    return "Target: every row at least 1.0x gocryptfs's rate: " + ("met." if not slow else f"MISSED ({', '.join(slow)}).")
+    rates = [r for r in rows if not r["phase"].endswith(" us")]  # the latency row is information
+    slow = [f"{r['phase']} {r['Strongroom / it']:.2f}x" for r in rates if r["Strongroom / it"] < 1.0]
+    return "Target: every rate at least 1.0x gocryptfs's: " + ("met." if not slow else f"MISSED ({', '.join(slow)}).")
 
 
 def document(results: dict[str, Any], charts: list[str], out: Path, doc: Path) -> str:
