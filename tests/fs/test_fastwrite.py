@@ -1,5 +1,5 @@
-"""The write fast path (fastwrite.c): whole blocks rewritten in place are answered by the mount's
-I/O thread; everything else reaches fileio.py unchanged.
+"""The write fast path (fastwrite.c): whole blocks rewritten in place, and fsyncs, are answered by
+the mount's I/O thread; everything else reaches fileio.py unchanged.
 
 Off a mount, its decisions are driven through fuseio.c's read on a socket pair (as
 test_fuseio.py does) with files made by fileio.FileIO, so each case shows whether the request
@@ -29,6 +29,7 @@ from tests.fs.test_fuseio import HEADER, WRITE
 
 BLOCK = 4096
 OUT = struct.Struct("<IiQ")  # struct fuse_out_header
+FSYNC = 20
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +83,11 @@ def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
 def write_request(fh: int, offset: int, data: bytes, unique: int = 7, flags: int = 0) -> bytes:
     body = struct.pack("<QQIIQII", fh, offset, len(data), flags, 0, 0, 0) + data
     return HEADER.pack(HEADER.size + len(body), WRITE, unique, 1, 0, 0, 0, 0, 0) + body
+
+
+def fsync_request(fh: int, flags: int, unique: int = 7) -> bytes:
+    body = struct.pack("<QII", fh, flags, 0)
+    return HEADER.pack(HEADER.size + len(body), FSYNC, unique, 1, 0, 0, 0, 0, 0) + body
 
 
 def serve(so: ctypes.CDLL, pair: tuple[socket.socket, socket.socket], req: bytes) -> bytes | None:
@@ -153,6 +159,18 @@ def test_everything_else_is_handed_on(
     before = (tmp_path / "f").read_bytes()
     assert serve(so, pair, write_request(fh, offset, data)) is None
     assert (tmp_path / "f").read_bytes() == before  # nothing written here
+
+
+def test_an_fsync_of_a_registered_handle_is_answered_here(
+    so: ctypes.CDLL, pair: tuple[socket.socket, socket.socket], files: Files
+) -> None:
+    fh = files.make("f", os.urandom(4 * BLOCK))
+    for flags in (0, 1):  # fsync, fdatasync (FUSE_FSYNC_FDATASYNC)
+        reply = serve(so, pair, fsync_request(fh, flags, unique=11))
+        assert reply is not None and OUT.unpack_from(reply) == (16, 0, 11)
+    appender = files.make("g", b"x", append=True)  # never registered: fileio.py serves it
+    assert serve(so, pair, fsync_request(appender, 1)) is None
+    assert serve(so, pair, fsync_request(fh + 1000, 1)) is None
 
 
 def test_a_handle_released_is_forgotten(so: ctypes.CDLL, pair: tuple[socket.socket, socket.socket], files: Files) -> None:

@@ -1,5 +1,5 @@
-/* The write fast path: a WRITE that rewrites whole blocks of a file in place, answered on the
- * thread that read it (fuseio.c), without libfuse's path lookup or Python.
+/* The write fast path: a WRITE that rewrites whole blocks of a file in place, and an FSYNC, answered
+ * on the thread that read them (fuseio.c), without libfuse's path lookup or Python.
  *
  * A database rewrites its pages in place, 8 KiB at a time, and waits for each before its commit
  * returns: there the ~40 us a request spends in libfuse's path lookup, ctypes and Python were
@@ -10,7 +10,8 @@
  * name and no set-id bit, and no block in the range is a hole.  Anything else, and every error
  * before a byte is written, goes on to libfuse as if this file did not exist; fileio.py serves
  * it.  So this file knows FORMAT.md §5's sizes and nothing of holes, growth, headers or crash
- * ordering: a whole-block rewrite in place is one pwrite, as fileio.py does it.
+ * ordering: a whole-block rewrite in place is one pwrite, as fileio.py does it.  An FSYNC of a
+ * registered handle is the fsync(2) or fdatasync(2) of its lower descriptor, all fileio.py does.
  *
  * Each open lower file has one lock (struct sr_file), which the daemon's Python also takes for
  * every operation on the file's content (fastwrite.NativeFile), so a block is never read while
@@ -26,6 +27,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fuseio.h"
@@ -62,6 +64,8 @@ static pthread_cond_t table_cv = PTHREAD_COND_INITIALIZER;
 static struct node *buckets[BUCKETS];
 static seal_fn sealer;
 static __thread unsigned char *sealed; /* FAST_MAX / BLOCK * CBLOCK bytes, per libfuse thread */
+static int warm_fd = -1; /* warm.py's pipe: a byte keeps a CPU awake while requests flow */
+static uint64_t warm_every, warm_next; /* ns */
 
 void *sr_file_new(int holes)
 {
@@ -147,6 +151,30 @@ void sr_fast_remove(uint64_t fh)
 void sr_fast_enable(void *seal)
 {
 	sealer = (seal_fn)seal;
+}
+
+/* fd: warm.py's pipe (non-blocking), kicked at most every `every` ns; -1 before it is closed. */
+void sr_fast_warm(int fd, uint64_t every)
+{
+	warm_every = every;
+	__atomic_store_n(&warm_fd, fd, __ATOMIC_RELEASE);
+}
+
+static void kick(void)
+{
+	struct timespec t;
+	int fd = __atomic_load_n(&warm_fd, __ATOMIC_ACQUIRE);
+	uint64_t now;
+
+	if (fd < 0)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	now = (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+	if (now < __atomic_load_n(&warm_next, __ATOMIC_RELAXED))
+		return;
+	__atomic_store_n(&warm_next, now + warm_every, __ATOMIC_RELAXED);
+	if (write(fd, "k", 1) < 0) /* full (the helper spins anyway) or gone: nothing to do */
+		return;
 }
 
 static struct node *take(uint64_t fh)
@@ -264,6 +292,7 @@ int sr_fast_write(int fd, const char *req, size_t len)
 	put(n);
 	if (r == 0)
 		return 0;
+	kick();
 	struct {
 		struct fuse_out_header h;
 		struct fuse_write_out w;
@@ -272,6 +301,34 @@ int sr_fast_write(int fd, const char *req, size_t len)
 	out.h.len = (uint32_t)reply;
 	/* if the reply cannot be written, the mount is going away: libfuse's next read will see it */
 	if (write(fd, &out, reply) != (ssize_t)reply)
+		return 1;
+	return 1;
+}
+
+int sr_fast_fsync(int fd, const char *req, size_t len)
+{
+	struct fuse_in_header h;
+	struct fuse_fsync_in in;
+	struct fuse_out_header out;
+	struct node *n;
+	int r;
+
+	if (sealer == NULL || len < sizeof h + sizeof in)
+		return 0;
+	memcpy(&h, req, sizeof h);
+	if (h.opcode != FUSE_FSYNC || h.len != len)
+		return 0;
+	memcpy(&in, req + sizeof h, sizeof in);
+	n = take(in.fh);
+	if (n == NULL)
+		return 0;
+	r = in.fsync_flags & FUSE_FSYNC_FDATASYNC ? fdatasync(n->fd) : fsync(n->fd);
+	out.error = r < 0 ? -errno : 0;
+	put(n);
+	kick();
+	out.len = sizeof out;
+	out.unique = h.unique;
+	if (write(fd, &out, sizeof out) != (ssize_t)sizeof out) /* the mount is going away */
 		return 1;
 	return 1;
 }

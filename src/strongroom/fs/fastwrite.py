@@ -1,6 +1,6 @@
 """The daemon's side of the write fast path (fastwrite.c, in libsrfuseio.so): which open files
-the mount's I/O thread may rewrite whole blocks of without asking Python, each file's content
-lock (shared with that path), and its key once its header has been read.
+the mount's I/O thread may rewrite whole blocks of, and fsync, without asking Python, each file's
+content lock (shared with that path), and its key once its header has been read.
 
 Enabled by the mount when both compiled helpers are there and the mount is writable
 (``FastWrites.start``); elsewhere (tools, read-only mounts, a machine without a compiler) no file
@@ -39,6 +39,8 @@ def _lib(hold_gil: bool) -> Any:
     so.sr_fast_remove.argtypes = [ctypes.c_uint64]
     so.sr_fast_enable.restype = None
     so.sr_fast_enable.argtypes = [ctypes.c_void_p]
+    so.sr_fast_warm.restype = None
+    so.sr_fast_warm.argtypes = [ctypes.c_int, ctypes.c_uint64]
     return so
 
 
@@ -100,3 +102,8 @@ class FastWrites:
 
     def remove(self, fh: int) -> None:
         self._remove(fh)
+
+    def keep_warm(self, fd: int, every: float) -> None:
+        """Requests answered by the fast path kick warm.py's helper too (a byte on pipe ``fd``
+        at most every ``every`` seconds); fd -1 stops that, before the pipe is closed."""
+        self._so.sr_fast_warm(fd, int(every * 1e9))

@@ -9,8 +9,8 @@
  *   - SR_DMMAP: the INIT reply carries FUSE_DIRECT_IO_ALLOW_MMAP (protocol 7.39, Linux 6.6),
  *     which libfuse 3.14 does not know, so files served without the page cache can still be
  *     mapped shared (the mount serves files with several names that way);
- * Always: a WRITE that rewrites whole blocks in place of a registered handle is answered here
- * (fastwrite.c; nothing is registered until the daemon enables it).
+ * Always: a WRITE that rewrites whole blocks in place of a registered handle, and an FSYNC of
+ * one, are answered here (fastwrite.c; nothing is registered until the daemon enables it).
  * Always: an invalidation sent by sr_fuseio_invalidate_attrs leaves the kernel's pages alone
  * (keep_pages), so a thread serving a request may send it without waiting on any page lock.
  *
@@ -116,20 +116,25 @@ ssize_t sr_fuseio_read(int fd, void *buf, size_t len, void *userdata)
 	int err;
 
 	(void)userdata;
-	if (features & SR_BATON) {
-		int gone = sr_baton_take();
-		if (gone) {
-			errno = gone;
-			return -1;
+	for (;;) {
+		if (features & SR_BATON) {
+			int gone = sr_baton_take();
+			if (gone) {
+				errno = gone;
+				return -1;
+			}
 		}
+		do
+			n = read(fd, buf, len);
+		while (n > 0 && (answer_here(fd, buf, (size_t)n) || sr_fast_write(fd, buf, (size_t)n)));
+		err = errno;
+		serving = n > 0 ? sr_opcode_of(buf, (size_t)n) : 0;
+		if (features & SR_BATON)
+			sr_baton_after_read(buf, n, err); /* an FSYNC passes the baton on: it waits */
+		if (n > 0 && sr_fast_fsync(fd, buf, (size_t)n))
+			continue;
+		break;
 	}
-	do
-		n = read(fd, buf, len);
-	while (n > 0 && (answer_here(fd, buf, (size_t)n) || sr_fast_write(fd, buf, (size_t)n)));
-	err = errno;
-	serving = n > 0 ? sr_opcode_of(buf, (size_t)n) : 0;
-	if (features & SR_BATON)
-		sr_baton_after_read(buf, n, err);
 	if (features & SR_SETID)
 		sr_setid_saw_request(buf, n);
 	errno = err;

@@ -26,6 +26,8 @@ void sr_setid_before_reply(struct iovec *iov, int count);
 
 /* fastwrite.c: answers a WRITE it can serve itself (1), or leaves it to libfuse (0) */
 int sr_fast_write(int fd, const char *req, size_t len);
+/* and an FSYNC of a registered handle (after the reader baton has been passed on: it waits) */
+int sr_fast_fsync(int fd, const char *req, size_t len);
 
 /* baton.c */
 void sr_baton_reset(void);

@@ -68,6 +68,11 @@ class KeepWarm:
         self._next = 0.0
         self._clock = time.monotonic
 
+    @property
+    def fd(self) -> int:
+        """The pipe's writing end (non-blocking), for the compiled fast path's kicks (fastwrite.py)."""
+        return self._fd
+
     def active(self) -> None:
         now = self._clock()
         if now >= self._next:
