@@ -95,13 +95,16 @@ def decrypt_file(lower: bytes, kek: bytes, volume_id: bytes, holes: bool = False
     return b"".join(out)
 
 
-def decrypt_name(lower_name: str, name_key: bytes, diriv: bytes, sidecar: str | None = None) -> bytes:
+def decrypt_name(lower_name: str, name_key: bytes, diriv: bytes, sidecar: str | None = None, long_name_max: int = 175) -> bytes:
     """§6; ``sidecar`` is the .name file's content for a long name."""
     e = lower_name
-    if lower_name.startswith("strongroom.longname."):
+    long = lower_name.startswith("strongroom.longname.")
+    if long:
         if sidecar is None or lower_name != "strongroom.longname." + b64u(hashlib.sha256(sidecar.encode()).digest()):
             raise ValueError("the long name's sidecar does not hash to it")
         e = sidecar
+    if long != (len(e) > long_name_max):
+        raise ValueError("not the name's one spelling")
     name = AESSIV(name_key).decrypt(unb64u(e), [b"strongroom/v1/name\x00" + diriv])
     if name in (b"", b".", b"..") or b"/" in name or b"\x00" in name or len(name) > 255:
         raise ValueError("a name no writer stores")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,3 +67,43 @@ def test_a_second_spelling_or_an_impossible_name_is_not_listed(tmp_path: Path) -
     finally:
         m.stop()
     assert "name does not decrypt" in m.log.read_text() or "invalid file name" in m.log.read_text()
+
+
+def _fsck(m: Mount) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "strongroom.cli.main", "fs", "fsck", str(m.lower), "--passphrase-file", str(m.pwfile)],
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_one_spelling_per_name(tmp_path: Path) -> None:
+    """Made with file operations alone, no key: a short name written again in the long form (its
+    sidecar holds the short form's text), and a long name written in the short form (the
+    sidecar's text as the entry's name).  Each used to list a name twice, once unopenable, with
+    fsck clean; now only the one spelling lists, and fsck names the other."""
+    m = Mount(tmp_path).init().start()
+    (m.mnt / "short").write_text("s")
+    long_plain = "L" * 150  # encrypted: longer than long_name_max, shorter than NAME_MAX
+    (m.mnt / long_plain).write_text("l")
+    m.stop()
+    fine = _fsck(m)
+    assert fine.returncode == 0, fine.stdout + fine.stderr
+    lower = {p.name: p for p in m.lower.iterdir()}
+    short = next(n for n in lower if not n.startswith("strongroom."))
+    shutil.copy(lower[short], m.lower / names.long_name(short))  # long form of a short name, same bytes
+    (m.lower / (names.long_name(short) + names.LONG_SUFFIX)).write_text(short)
+    sidecar = next(p for n, p in lower.items() if n.endswith(names.LONG_SUFFIX))
+    full = sidecar.read_text()
+    assert names.LONG_NAME_MAX < len(full) <= 255
+    shutil.copy(m.lower / names.long_name(full), m.lower / full)  # short form of a long name, same bytes
+    found = _fsck(m)
+    assert found.returncode == 1, found.stdout + found.stderr
+    assert "a short name written in the long form" in found.stdout + found.stderr
+    assert "a long name written in the short form" in found.stdout + found.stderr
+    m.start()
+    try:
+        assert sorted(os.listdir(m.mnt)) == sorted(["short", long_plain])
+        assert (m.mnt / "short").read_text() == "s" and (m.mnt / long_plain).read_text() == "l"
+    finally:
+        m.stop()

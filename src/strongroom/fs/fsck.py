@@ -150,7 +150,9 @@ class Checker:
                 full = raw.decode("ascii", "replace")
                 if names.long_name(full) != n:
                     raise names.BadName("the long-name sidecar does not match its entry")
+                self.names.check_form(full, True)
                 return os.fsdecode(self.names.decrypt(full, iv))
+            self.names.check_form(n, False)
             return os.fsdecode(self.names.decrypt(n, iv))
         except (names.BadName, OSError) as e:
             self._problem(lower / n, None, str(e))

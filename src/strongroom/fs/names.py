@@ -84,6 +84,13 @@ class NameCipher:
         check_plain(name)  # a name that authenticates but no writer could have stored
         return name
 
+    def check_form(self, encrypted: str, long: bool) -> None:
+        """One spelling per name (FORMAT.md §6): the long form exactly when the encrypted name
+        is longer than long_name_max.  The other spelling of a name would list it twice, once
+        unopenable; it is damage."""
+        if long != (len(encrypted) > self.long_name_max):
+            raise BadName("a short name written in the long form" if long else "a long name written in the short form")
+
     def lower_name(self, name: bytes, diriv: bytes) -> tuple[str, str | None]:
         """(the lower entry's name, the full encrypted name to store beside it if it is long)."""
         e = self.encrypt(name, diriv)

@@ -214,7 +214,7 @@ class Namespace:
                         full = raw.decode("ascii", "replace")
                         if names.long_name(full) != n:
                             raise names.BadName("long-name sidecar does not match")
-                        plain = self.paths.plain(full, iv)
+                        plain = self.paths.plain(full, iv, long=True)
                     else:
                         plain = self.paths.plain(n, iv)
                 except (names.BadName, OSError) as e:

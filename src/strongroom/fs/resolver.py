@@ -143,9 +143,11 @@ class Resolver:
                 self._plain.put((iv, hit[1] or hit[0]), raw)
         return hit  # type: ignore[no-any-return]
 
-    def plain(self, encrypted: str, iv: bytes) -> bytes:
-        """The plain name of a full encrypted name in the directory with tweak ``iv``
-        (names.BadName if it does not decrypt there)."""
+    def plain(self, encrypted: str, iv: bytes, long: bool = False) -> bytes:
+        """The plain name of a full encrypted name in the directory with tweak ``iv``, read from
+        a long-name sidecar if ``long`` (names.BadName if it does not decrypt there, or is not
+        the name's one spelling)."""
+        self.cipher.check_form(encrypted, long)
         key = (iv, encrypted)
         hit = self._plain.get(key)
         if hit is None:
