@@ -2,8 +2,8 @@
 UndefinedBehaviorSanitizer (any report aborts the run): every out-of-bounds access, use after
 free or undefined operation the tests can reach fails here.  The helpers' tests compare each C
 path with its Python oracle on many inputs and call every entry point with sizes it must refuse.
-fuseio.c with its set-id shim and reader baton is driven on a socket pair (test_fuseio.py), as
-the kernel would drive it, without a mount."""
+fuseio.c with its set-id shim, reader baton and write fast path is driven on a socket pair
+(test_fuseio.py, test_fastwrite.py), as the kernel would drive it, without a mount."""
 
 from __future__ import annotations
 
@@ -18,13 +18,26 @@ BUILDS = {
     "libsrrng.so": (sorted(str(p) for p in (ROOT / "src/strongroom/rng").glob("*.c")), []),
     "libsrblocks.so": ([str(ROOT / "src/strongroom/fs/blockcrypt.c")], ["-lcrypto"]),
     "libsrproc.so": ([str(ROOT / "src/strongroom/fs/procid.c")], []),
-    "libsrfuseio.so": ([str(ROOT / f"src/strongroom/fs/{c}.c") for c in ("fuseio", "setid", "baton")], ["-l:libfuse3.so.3"]),
+    "libsrfuseio.so": (
+        [str(ROOT / f"src/strongroom/fs/{c}.c") for c in ("fuseio", "setid", "baton", "fastwrite")],
+        ["-l:libfuse3.so.3"],
+    ),
 }
 TESTS = [
     "tests/fs/test_blocks.py",
     "tests/fs/test_format.py",
     "tests/fs/test_procid.py",
     "tests/fs/test_fuseio.py",
+    *(  # the fast path's decisions on a socket pair (its mounted test stays out: no daemon runs sanitized)
+        f"tests/fs/test_fastwrite.py::{t}"
+        for t in (
+            "test_whole_blocks_in_place_are_answered_here",
+            "test_everything_else_is_handed_on",
+            "test_an_fsync_of_a_registered_handle_is_answered_here",
+            "test_a_handle_released_is_forgotten",
+            "test_a_truncated_file_takes_its_new_key",
+        )
+    ),
     "tests/rng/test_stats.py",
     "tests/rng/test_health.py",
     "tests/rng/test_native_lengths.py",
