@@ -13,6 +13,7 @@ Medians over the rounds and each one's ratio to gocryptfs.  ``--base SRC`` adds 
 Strongroom (its src directory) as one more system.
 
     .venv/bin/python bench/fs_db_pair.py [--rounds 3] [--seconds 30] [--base /tmp/base/src] [--json docs/bench/pairs/fs_db.json]
+    .venv/bin/python bench/fs_db_pair.py --pgbench-only --rounds 8 --seconds 20 [--json ...]   # pgbench against gocryptfs
 """
 
 from __future__ import annotations
@@ -176,15 +177,20 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=30)
     ap.add_argument("--base", action="append", default=[], help="another build's src directory")
     ap.add_argument("--json", type=Path, help="write the results here")
+    ap.add_argument("--pgbench-only", action="store_true", help="pgbench alone, against gocryptfs alone: more rounds in the time")
     args = ap.parse_args()
     if shutil.which("fio") is None or not (PG_BIN / "pgbench").exists():
         sys.exit("needs fio and PostgreSQL 15 (scripts/install.sh installs both)")
     root = Path(tempfile.mkdtemp(prefix="sr-db-", dir="/var/tmp"))
     root.chmod(0o755)
-    systems: list[Mounted] = [Plain(root / "plain", "plain"), Gocryptfs(root / "gocryptfs", "gocryptfs")]
+    systems: list[Mounted] = [Gocryptfs(root / "gocryptfs", "gocryptfs")]
+    if not args.pgbench_only:
+        systems.insert(0, Plain(root / "plain", "plain"))
     systems += [Strongroom(root / f"base{i}", src, src) for i, src in enumerate(args.base)]
     systems.append(Strongroom(root / "this", "strongroom"))
-    rows = ("pgbench tps", "fio read iops", "fio write iops", "8 KiB write+fdatasync us")
+    rows: tuple[str, ...] = ("pgbench tps", "fio read iops", "fio write iops", "8 KiB write+fdatasync us")
+    if args.pgbench_only:
+        rows = rows[:1]
     got: dict[str, dict[str, list[float]]] = {s.name: {r: [] for r in rows} for s in systems}
     try:
         for r in range(args.rounds):
@@ -192,12 +198,13 @@ def main() -> None:
                 s.up()
                 try:
                     got[s.name]["pgbench tps"].append(pgbench(s.mnt, args.seconds))
-                    reads, writes = fio(s.mnt, args.seconds)
-                    got[s.name]["fio read iops"].append(reads)
-                    got[s.name]["fio write iops"].append(writes)
-                    got[s.name]["8 KiB write+fdatasync us"].append(commit_write(s.mnt))
                     shutil.rmtree(s.mnt / "pg")
-                    (s.mnt / "fio.dat").unlink()
+                    if not args.pgbench_only:
+                        reads, writes = fio(s.mnt, args.seconds)
+                        got[s.name]["fio read iops"].append(reads)
+                        got[s.name]["fio write iops"].append(writes)
+                        got[s.name]["8 KiB write+fdatasync us"].append(commit_write(s.mnt))
+                        (s.mnt / "fio.dat").unlink()
                 finally:
                     s.down()
                 print(f"round {r + 1} {s.name}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in got[s.name].items()), flush=True)
