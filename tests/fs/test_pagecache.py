@@ -55,12 +55,13 @@ def test_pages_kept_across_opens_and_own_writes(vol: Mount) -> None:
     f = vol.mnt / "db"
     f.write_bytes(os.urandom(SIZE))
     assert f.read_bytes()  # every page read (or written) through the mount is cached
-    assert resident(f) == SIZE // PAGE  # the open inside resident() kept them
+    # kept (every one dropped before); now and then the kernel lets one or two go on its own
+    assert resident(f) >= SIZE // PAGE * 7 // 8  # the open inside resident() kept them
     with open(f, "r+b") as w:  # writes through the mount, then attributes refreshed
         w.seek(5 * PAGE)
         w.write(b"x" * PAGE)
     _refresh(f)
-    assert resident(f) == SIZE // PAGE
+    assert resident(f) >= SIZE // PAGE * 7 // 8
     assert f.read_bytes()[5 * PAGE : 6 * PAGE] == b"x" * PAGE
 
 
@@ -70,10 +71,12 @@ def test_a_change_behind_the_mounts_back_is_seen_at_the_next_open(vol: Mount) ->
     old, new = os.urandom(SIZE), os.urandom(SIZE)
     (vol.mnt / "y").write_bytes(old)
     (vol.mnt / "x").write_bytes(new)
-    assert (vol.mnt / "y").read_bytes() == old  # cached under y
+    cached = (vol.mnt / "y").read_bytes() == old  # cached under y
+    assert cached
     with open(vol.lower_of("y"), "r+b") as w:  # the same lower inode, same size, other content
         w.write(vol.lower_of("x").read_bytes())
-    assert (vol.mnt / "y").read_bytes() == new
+    fresh = (vol.mnt / "y").read_bytes() == new  # (compared outside assert: no 256 KiB diff on failure)
+    assert fresh, "the next open read the pages kept from before"
 
 
 def test_a_change_behind_the_mounts_back_reaches_an_open_descriptor(vol: Mount) -> None:
@@ -84,11 +87,12 @@ def test_a_change_behind_the_mounts_back_reaches_an_open_descriptor(vol: Mount) 
     (vol.mnt / "y").write_bytes(old)
     (vol.mnt / "x").write_bytes(new)
     with open(vol.mnt / "y", "rb") as held:
-        assert held.read() == old
+        first = held.read() == old
+        assert first
         with open(vol.lower_of("y"), "r+b") as w:
             w.write(vol.lower_of("x").read_bytes())
         _refresh(vol.mnt / "y")  # the refresh finds the change; the notifier drops the pages
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 10
         while True:
             held.seek(0)
             try:
@@ -96,9 +100,10 @@ def test_a_change_behind_the_mounts_back_reaches_an_open_descriptor(vol: Mount) 
             except OSError as e:
                 assert e.errno == errno.EIO
                 break
-            if got != old or time.monotonic() > deadline:
-                assert got == new
+            if got == new:
                 break
+            # a read during the drop may see some pages of each: it is retried, never the end
+            assert time.monotonic() < deadline, "still the old content" if got == old else "a mix"
             time.sleep(0.05)
 
 
