@@ -268,6 +268,24 @@ static int rewrite(struct node *n, const struct fuse_write_in *w, const unsigned
 	return 1;
 }
 
+/* Whether req is a whole request of this opcode (the path on); its header and fixed argument. */
+static int parse(const char *req, size_t len, uint32_t opcode, struct fuse_in_header *h, void *arg, size_t size)
+{
+	if (sealer == NULL || !sr_arg_of(req, len, arg, size))
+		return 0;
+	memcpy(h, req, sizeof *h);
+	return h->opcode == opcode && h->len == len;
+}
+
+/* Always 1, the request answered: if the reply cannot be written, the mount is going away and
+ * libfuse's next read will see it. */
+static int reply(int fd, const void *out, size_t size)
+{
+	if (write(fd, out, size) != (ssize_t)size)
+		return 1;
+	return 1;
+}
+
 int sr_fast_write(int fd, const char *req, size_t len)
 {
 	struct fuse_in_header h;
@@ -275,12 +293,8 @@ int sr_fast_write(int fd, const char *req, size_t len)
 	struct node *n;
 	int r;
 
-	if (sealer == NULL || len < sizeof h + sizeof w)
+	if (!parse(req, len, FUSE_WRITE, &h, &w, sizeof w))
 		return 0;
-	memcpy(&h, req, sizeof h);
-	if (h.opcode != FUSE_WRITE || h.len != len)
-		return 0;
-	memcpy(&w, req + sizeof h, sizeof w);
 	if (w.size == 0 || w.size > FAST_MAX || w.size % BLOCK || w.offset % BLOCK || len - sizeof h - sizeof w != w.size)
 		return 0;
 	n = take(w.fh);
@@ -297,12 +311,9 @@ int sr_fast_write(int fd, const char *req, size_t len)
 		struct fuse_out_header h;
 		struct fuse_write_out w;
 	} out = {{sizeof out, r < 0 ? r : 0, h.unique}, {r < 0 ? 0 : w.size, 0}};
-	size_t reply = r < 0 ? sizeof out.h : sizeof out;
-	out.h.len = (uint32_t)reply;
-	/* if the reply cannot be written, the mount is going away: libfuse's next read will see it */
-	if (write(fd, &out, reply) != (ssize_t)reply)
-		return 1;
-	return 1;
+	size_t size = r < 0 ? sizeof out.h : sizeof out;
+	out.h.len = (uint32_t)size;
+	return reply(fd, &out, size);
 }
 
 int sr_fast_fsync(int fd, const char *req, size_t len)
@@ -313,12 +324,8 @@ int sr_fast_fsync(int fd, const char *req, size_t len)
 	struct node *n;
 	int r;
 
-	if (sealer == NULL || len < sizeof h + sizeof in)
+	if (!parse(req, len, FUSE_FSYNC, &h, &in, sizeof in))
 		return 0;
-	memcpy(&h, req, sizeof h);
-	if (h.opcode != FUSE_FSYNC || h.len != len)
-		return 0;
-	memcpy(&in, req + sizeof h, sizeof in);
 	n = take(in.fh);
 	if (n == NULL)
 		return 0;
@@ -328,7 +335,5 @@ int sr_fast_fsync(int fd, const char *req, size_t len)
 	kick();
 	out.len = sizeof out;
 	out.unique = h.unique;
-	if (write(fd, &out, sizeof out) != (ssize_t)sizeof out) /* the mount is going away */
-		return 1;
-	return 1;
+	return reply(fd, &out, sizeof out);
 }
