@@ -69,6 +69,53 @@ def test_helper_spins_only_while_busy_and_exits_with_the_unmount(vol: Mount) -> 
     assert wait_gone(helper)
 
 
+def _settled_helper(vol: Mount) -> int:
+    assert vol.proc is not None
+    (helper,) = helpers(vol.proc.pid)
+    deadline = time.monotonic() + 10
+    while os.getpriority(os.PRIO_PROCESS, helper) != 19 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.3)  # past the window of the mount's own first requests
+    return helper
+
+
+def test_a_database_s_commits_do_not_wake_the_helper(vol: Mount) -> None:
+    """In-place page rewrites and fsyncs (the compiled fast path) come from many processes at once
+    on a busy machine: a spinning helper would only take their CPU time."""
+    page = os.urandom(8192)
+    fd = os.open(vol.mnt / "wal", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        for i in range(64):
+            os.pwrite(fd, page, i * 8192)
+        os.fsync(fd)
+        helper = _settled_helper(vol)
+        before, n = cpu_seconds(helper), 0
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            os.pwrite(fd, page, (n % 64) * 8192)
+            os.fdatasync(fd)
+            n += 1
+    finally:
+        os.close(fd)
+    assert n > 100
+    assert cpu_seconds(helper) - before < 0.15
+
+
+def test_a_few_requests_now_and_then_do_not_wake_the_helper(vol: Mount) -> None:
+    helper = _settled_helper(vol)
+    before, n = cpu_seconds(helper), 0
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline:  # about one request every 2 ms: not a stream
+        try:
+            os.stat(vol.mnt / f"missing-{n}")  # a new name each time: no cached negative entry
+        except FileNotFoundError:
+            pass
+        n += 1
+        time.sleep(0.002)
+    assert n > 100
+    assert cpu_seconds(helper) - before < 0.15
+
+
 def test_helper_dies_with_a_killed_daemon(vol: Mount) -> None:
     assert vol.proc is not None
     (helper,) = helpers(vol.proc.pid)

@@ -27,7 +27,6 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "fuseio.h"
@@ -64,8 +63,6 @@ static pthread_cond_t table_cv = PTHREAD_COND_INITIALIZER;
 static struct node *buckets[BUCKETS];
 static seal_fn sealer;
 static __thread unsigned char *sealed; /* FAST_MAX / BLOCK * CBLOCK bytes, per libfuse thread */
-static int warm_fd = -1; /* warm.py's pipe: a byte keeps a CPU awake while requests flow */
-static uint64_t warm_every, warm_next; /* ns */
 
 void *sr_file_new(int holes)
 {
@@ -151,30 +148,6 @@ void sr_fast_remove(uint64_t fh)
 void sr_fast_enable(void *seal)
 {
 	sealer = (seal_fn)seal;
-}
-
-/* fd: warm.py's pipe (non-blocking), kicked at most every `every` ns; -1 before it is closed. */
-void sr_fast_warm(int fd, uint64_t every)
-{
-	warm_every = every;
-	__atomic_store_n(&warm_fd, fd, __ATOMIC_RELEASE);
-}
-
-static void kick(void)
-{
-	struct timespec t;
-	int fd = __atomic_load_n(&warm_fd, __ATOMIC_ACQUIRE);
-	uint64_t now;
-
-	if (fd < 0)
-		return;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	now = (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-	if (now < __atomic_load_n(&warm_next, __ATOMIC_RELAXED))
-		return;
-	__atomic_store_n(&warm_next, now + warm_every, __ATOMIC_RELAXED);
-	if (write(fd, "k", 1) < 0) /* full (the helper spins anyway) or gone: nothing to do */
-		return;
 }
 
 static struct node *take(uint64_t fh)
@@ -306,7 +279,6 @@ int sr_fast_write(int fd, const char *req, size_t len)
 	put(n);
 	if (r == 0)
 		return 0;
-	kick();
 	struct {
 		struct fuse_out_header h;
 		struct fuse_write_out w;
@@ -332,7 +304,6 @@ int sr_fast_fsync(int fd, const char *req, size_t len)
 	r = in.fsync_flags & FUSE_FSYNC_FDATASYNC ? fdatasync(n->fd) : fsync(n->fd);
 	out.error = r < 0 ? -errno : 0;
 	put(n);
-	kick();
 	out.len = sizeof out;
 	out.unique = h.unique;
 	return reply(fd, &out, sizeof out);

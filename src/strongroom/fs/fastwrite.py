@@ -39,8 +39,6 @@ def _lib(hold_gil: bool) -> Any:
     so.sr_fast_remove.argtypes = [ctypes.c_uint64]
     so.sr_fast_enable.restype = None
     so.sr_fast_enable.argtypes = [ctypes.c_void_p]
-    so.sr_fast_warm.restype = None
-    so.sr_fast_warm.argtypes = [ctypes.c_int, ctypes.c_uint64]
     return so
 
 
@@ -102,8 +100,3 @@ class FastWrites:
 
     def remove(self, fh: int) -> None:
         self._remove(fh)
-
-    def keep_warm(self, fd: int, every: float) -> None:
-        """Requests answered by the fast path kick warm.py's helper too (a byte on pipe ``fd``
-        at most every ``every`` seconds); fd -1 stops that, before the pipe is closed."""
-        self._so.sr_fast_warm(fd, int(every * 1e9))

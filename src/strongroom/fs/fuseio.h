@@ -8,7 +8,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#define SR_FUSEIO_ABI 4 /* sr_fuseio_abi_version(): the entry points' signatures */
+#define SR_FUSEIO_ABI 5 /* sr_fuseio_abi_version(): the entry points' signatures */
 #define SR_SETID 1      /* setid.c: the daemon clears set-id bits (FUSE_HANDLE_KILLPRIV_V2) */
 #define SR_BATON 2      /* baton.c: one libfuse thread reads requests at a time */
 #define SR_DMMAP 4      /* fuseio.c: the INIT reply allows shared mmap of direct-I/O files */

@@ -28,7 +28,7 @@ from typing import Any
 from strongroom import helpers
 
 LIBRARY = Path(__file__).with_name("libsrfuseio.so")
-ABI = 4  # SR_FUSEIO_ABI in fuseio.h
+ABI = 5  # SR_FUSEIO_ABI in fuseio.h
 SETID, BATON, DMMAP = 1, 2, 4  # SR_SETID, SR_BATON, SR_DMMAP in fuseio.h
 ATTRS = 8  # not a part: the I/O is fuseio.c's, so attrs_invalidator() works
 DIRECT_IO_ALLOW_MMAP_MINOR = 39  # protocol 7.39 (Linux 6.6): shared mmap of direct-I/O files

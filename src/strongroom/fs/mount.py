@@ -22,7 +22,6 @@ from strongroom.fs.keys import VolumeKeys
 from strongroom.fs.links import HardLinkNames
 from strongroom.fs.notify import Notifier
 from strongroom.fs.pagecache import PageCache
-from strongroom.fs.warm import KICK_EVERY
 
 os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")  # mfusepy would take libfuse2 if it were installed
 
@@ -151,8 +150,6 @@ class _Ops(VolumeOps):
             self.io_parts = fuseio.install(conn, self.setid_shim, self.reader_baton)
             if self.io_parts & fuseio.ATTRS and not self.read_only:
                 self.io.fast = FastWrites.start(self.io.holes)
-                if self.io.fast is not None and self.warm is not None:
-                    self.io.fast.keep_warm(self.warm.fd, KICK_EVERY)
             if self.io_parts & fuseio.SETID:
                 self.kill_requested = fuseio.kill_requested()
             if self.io_parts & fuseio.DMMAP:
@@ -386,8 +383,6 @@ def run(
             raise MountError(f"libfuse could not serve {mountpoint} (see the log)") from None
     finally:
         if ops.warm is not None:
-            if ops.io.fast is not None:
-                ops.io.fast.keep_warm(-1, 0)
             ops.warm.close()
         ops.health.remove()
         os.close(ops_lock)

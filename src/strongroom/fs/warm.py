@@ -11,6 +11,13 @@ scheduling point (nice 19 weighs 15 against a normal thread's 1024).  SCHED_IDLE
 and not taken: it let the scheduler put woken threads on the helper's CPU and made a small-file
 extract slower (measured: git show 7c4ab38:docs/BENCHMARKS.md).
 
+Only a stream of requests wakes it: at least ``RUN`` in ``KICK_EVERY`` through the Python front
+end, as a program walking or extracting a tree makes them, one after another, each waiting for
+the last.  The compiled fast path (fastwrite.c: a database's in-place page writes and its fsyncs)
+never does, nor do a few requests now and then: that traffic comes from many processes at once,
+the CPUs are busy with them, and a spinning helper only takes their time (a database on the
+mount ran measurably slower with it; BENCHMARKS.md, "Databases on the mount").
+
 The helper is a fresh interpreter (it holds no keys), dies with the daemon (PR_SET_PDEATHSIG, and
 end of file on its pipe) and costs one CPU only while requests are flowing plus ``WINDOW``.
 """
@@ -24,6 +31,7 @@ import time
 
 WINDOW = 0.02  # seconds the helper keeps spinning after the last sign of activity
 KICK_EVERY = 0.005  # the daemon tells the helper at most this often
+RUN = 16  # requests counted over one KICK_EVERY that make a kick: a stream, not a few now and then
 
 _HELPER = f"""
 import ctypes, os, select, time
@@ -46,8 +54,8 @@ while os.read(0, 4096):  # sleep until the daemon is active (end of file: it is 
 
 
 class KeepWarm:
-    """The daemon's side: ``active()`` on every request (one clock read, a pipe write at most
-    every KICK_EVERY)."""
+    """The daemon's side: ``active()`` on every request (a count and one clock read; a pipe write
+    at most every KICK_EVERY, when RUN requests came since the last look)."""
 
     def __init__(self) -> None:
         read_end, self._fd = os.pipe()
@@ -66,17 +74,17 @@ class KeepWarm:
         finally:
             os.close(read_end)
         self._next = 0.0
+        self._seen = 0
         self._clock = time.monotonic
 
-    @property
-    def fd(self) -> int:
-        """The pipe's writing end (non-blocking), for the compiled fast path's kicks (fastwrite.py)."""
-        return self._fd
-
     def active(self) -> None:
+        self._seen += 1
         now = self._clock()
         if now >= self._next:
             self._next = now + KICK_EVERY
+            seen, self._seen = self._seen, 0
+            if seen < RUN:
+                return
             try:
                 os.write(self._fd, b"k")
             except (BlockingIOError, BrokenPipeError):
