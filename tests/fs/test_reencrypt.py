@@ -80,6 +80,13 @@ def test_interrupted_reencrypt_resumes(tmp_path: Path) -> None:
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert journal.exists()
+    # fsck in between: every name holds a whole file, and the journal (and any copy) is named
+    # for what it is, not as a stray reserved name
+    r = cli("fs", "fsck", str(m.lower), "--passphrase-file", str(m.pwfile), "--json")
+    assert r.returncode == 0, r.stdout
+    found = json.loads(r.stdout)["problems"]
+    assert not [p for p in found if p["damage"] or "unexpected" in p["what"]], found
+    assert any("interrupted reencrypt" in p["what"] for p in found), found
     r = cli("fs", "reencrypt", str(m.lower), "--passphrase-file", str(m.pwfile), "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["resumed_past"] > 0

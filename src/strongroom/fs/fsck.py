@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from strongroom.fs import content, journal, names, sidecar, xattrs
+from strongroom.fs import content, journal, names, reencrypt, sidecar, xattrs
 from strongroom.fs.config import CONFIG
 from strongroom.fs.keys import VolumeKeys
 from strongroom.fs.lowerwalk import Tree
@@ -127,6 +127,12 @@ class Checker:
             if n.startswith(names.LONG_PREFIX) and n.endswith(names.LONG_SUFFIX):
                 if n[: -len(names.LONG_SUFFIX)] not in present:
                     self._problem(path, None, "long-name sidecar without its entry (left by a crash)", damage=False)
+                continue
+            if top and n == reencrypt.JOURNAL:  # FORMAT.md §6: a reserved name, not a stray one
+                self._problem(path, None, "an interrupted reencrypt: run `fs reencrypt` again to finish it", damage=False)
+                continue
+            if n.startswith(reencrypt.TMP_PREFIX):
+                self._problem(path, None, "a copy left by an interrupted reencrypt (the next pass removes it)", damage=False)
                 continue
             if names.is_reserved(n):
                 self._problem(path, None, "unexpected reserved name", damage=False)
