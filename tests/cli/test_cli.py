@@ -135,3 +135,26 @@ def test_every_command_has_help_with_an_example() -> None:
     for path in paths:
         r = cli(*path, "--help")
         assert r.returncode == 0 and b"Example" in r.stdout, path
+
+
+def test_a_passphrase_file_is_utf8_with_its_bom_and_line_ends_dropped(tmp_path: Path) -> None:
+    """FORMAT.md §4: the same passphrase written by an editor that adds a byte-order mark and CRLF
+    opens the volume; a file in another encoding, or far too big, is one readable error line."""
+    phrase = "pässwörd ünd mehr"
+    plain = tmp_path / "plain"
+    plain.write_bytes(phrase.encode())
+    vol = tmp_path / "vol"
+    assert cli("fs", "init", str(vol), "--passphrase", "--passphrase-file", str(plain)).returncode == 0
+    windows = tmp_path / "windows"
+    windows.write_bytes(b"\xef\xbb\xbf" + phrase.encode() + b"\r\n")
+    r = cli("fs", "fsck", str(vol), "--passphrase-file", str(windows))
+    assert r.returncode == 0, r.stderr
+    latin1 = tmp_path / "latin1"
+    latin1.write_bytes(phrase.encode("latin-1"))
+    assert "is not UTF-8 text" in _one_line_error(cli("fs", "fsck", str(vol), "--passphrase-file", str(latin1)))
+    huge = tmp_path / "huge"
+    huge.write_bytes(b"x" * (1 << 20))
+    assert "not a passphrase file" in _one_line_error(cli("fs", "fsck", str(vol), "--passphrase-file", str(huge)))
+    kept = tmp_path / "kept"  # a space, a tab or a BOM elsewhere is part of the passphrase
+    kept.write_bytes(phrase.encode() + b" \n")
+    assert "wrong passphrase" in _one_line_error(cli("fs", "fsck", str(vol), "--passphrase-file", str(kept)))

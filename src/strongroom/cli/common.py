@@ -82,12 +82,32 @@ def passphrase_option(f: F) -> F:
     )(f)
 
 
+PASSPHRASE_FILE_MAX = 64 << 10
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def read_passphrase_file(path: Path) -> str:
+    """FORMAT.md §4: UTF-8, a leading byte-order mark dropped (some editors write one; no one
+    types it), then every trailing CR and LF; nothing else is changed."""
+    try:
+        with open(path, "rb") as f:  # a FIFO is fine here: `--passphrase-file <(pass show vol)`
+            raw = f.read(PASSPHRASE_FILE_MAX + 1)
+    except OSError as e:
+        raise CliError(f"{path}: {e.strerror}") from None
+    if len(raw) > PASSPHRASE_FILE_MAX:
+        raise CliError(f"{path} is over {PASSPHRASE_FILE_MAX >> 10} KiB: not a passphrase file")
+    try:
+        text = raw.removeprefix(UTF8_BOM).decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError:
+        raise CliError(f"{path} is not UTF-8 text") from None
+    if not text:
+        raise CliError(f"{path} is empty")
+    return text
+
+
 def read_passphrase(passphrase_file: Path | None, confirm: bool = False, what: str = "Passphrase") -> str:
     if passphrase_file is not None:
-        text = passphrase_file.read_text(encoding="utf-8").rstrip("\r\n")  # FORMAT.md §4
-        if not text:
-            raise CliError(f"{passphrase_file} is empty")
-        return text
+        return read_passphrase_file(passphrase_file)
     env = os.environ.get("STRONGROOM_PASSPHRASE")
     if env:
         return env
