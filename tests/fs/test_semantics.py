@@ -143,6 +143,12 @@ def test_many_entries_and_long_names(vol: Mount) -> None:
     with pytest.raises(OSError) as e:
         (d / ("x" * 256)).write_text("too long")
     assert e.value.errno == errno.ENAMETOOLONG
+    # FORMAT.md §5: a symlink target of up to 2,959 bytes fits the lower target's 4,095
+    os.symlink("t" * 2959, d / "longest-link")
+    assert os.readlink(d / "longest-link") == "t" * 2959
+    with pytest.raises(OSError) as e:
+        os.symlink("t" * 2960, d / "too-long-link")
+    assert e.value.errno == errno.ENAMETOOLONG
 
 
 def test_metadata_xattrs_statfs(vol: Mount) -> None:
