@@ -51,6 +51,7 @@ def negative_files(lower: bytes, kek: bytes, volume_id: bytes) -> list[dict[str,
     cases: list[tuple[str, bytes, bool, str]] = [
         ("a bit of the magic flipped", flip(lower, 0), False, "bad magic"),
         ("format version 2 in the header", lower[:4] + b"\x00\x02" + lower[6:], False, "unsupported file version"),
+        ("header flags not 0", lower[:6] + b"\x00\x01" + lower[8:], False, "unsupported file version"),
         ("a bit of the file id flipped", flip(lower, 8), False, "header does not authenticate"),
         ("a bit of the wrapped file key flipped", flip(lower, 40), False, "header does not authenticate"),
         ("a bit of block 0 flipped", flip(lower, 84 + 500), False, "block 0"),
@@ -124,15 +125,97 @@ def more_positives(vk: keys.VolumeKeys, cfg_json: dict, diriv: bytes, nc: names.
     }
 
 
+def _resealed(cfg: dict, vk: keys.VolumeKeys, **changes: object) -> dict:
+    """``cfg`` with ``changes``, its params_mac made again with the volume's key and, from version
+    3 on, its checksum: a config a writer of that version could have written."""
+    out = json.loads(json.dumps(cfg))
+    out.update(changes)
+    out.pop("checksum", None)
+    out["params_mac"] = names.b64u(config.VolumeConfig.from_json(out)._mac(vk.rules_mac))
+    if out["version"] >= 3:
+        out["checksum"] = config._checksum(out)
+    return out
+
+
+def configs_by_version(vk: keys.VolumeKeys, v1: dict) -> dict[str, object]:
+    """The vectors' volume as each version writes its config (§4), one with access rules, and one
+    rotated (a KEK ring holding the old KEK, and a standalone file made before the rotation, §7)."""
+    out: dict[str, object] = {f"v{v}": _resealed(v1, vk, version=v) for v in (1, 2, 3, 4)}
+    out["v4_acl"] = _resealed(v1, vk, version=4, acl={"serial": 3})
+    new_kek = os.urandom(32)
+    before = io.BytesIO()
+    standalone.encrypt_stream(io.BytesIO(b"made before the rotation\n" * 50), before, vk.volume_id, vk.kek, None, 1)
+    rotated = config.VolumeConfig.from_json(_resealed(v1, vk, version=4))
+    rotated.retire(vk.kek, new_kek)
+    moved = keys.VolumeKeys(vk.volume_id, new_kek, vk.names, vk.xattr_names, vk.xattr_values, vk.rules_mac)
+    rotated.wrapped = moved.wrapped()
+    rotated.key_sources = [config.passphrase_source(new_kek, vk.volume_id, PASSPHRASE)]
+    rotated.params_mac = rotated._mac(vk.rules_mac)
+    out["v4_rotated"] = {
+        "config": rotated.to_json(),
+        "kek_hex": new_kek.hex(),
+        "retired_keks_hex": [vk.kek.hex()],
+        "standalone_before_hex": before.getvalue().hex(),
+        "standalone_before_plaintext": "made before the rotation\n" * 50,
+    }
+    source_key = os.urandom(32)
+    trustee = config.trustee_source(vk.kek, vk.volume_id, ["https://keys.example:8443"], "host-7f3a", "vol-kek", source_key)
+    out["v4_trustee"] = {
+        "config": _resealed(v1, vk, version=4, key_sources=[trustee]),
+        "deposit_hex": source_key.hex(),
+        "note": "the deposit's content is the source key; OPEN the trustee sealed_kek with it (§4)",
+    }
+    return out
+
+
+def negative_configs(vk: keys.VolumeKeys, v1: dict) -> list[dict[str, object]]:
+    """Configs (and a passphrase) a reader must refuse, each with the product's refusal (§4)."""
+    v4 = _resealed(v1, vk, version=4)
+    salt_changed = json.loads(json.dumps(v4))
+    src = salt_changed["key_sources"][0]["kdf"]
+    src["salt"] = names.b64u(os.urandom(16))
+    huge = json.loads(json.dumps(v4))
+    huge["key_sources"][0]["kdf"]["memory_kib"] = (1 << 20) + 1
+    huge.pop("checksum")
+    huge["checksum"] = config._checksum(huge)
+    lowered = json.loads(json.dumps(v4))
+    lowered["long_name_max"] = 100
+    lowered.pop("checksum")
+    lowered["checksum"] = config._checksum(lowered)
+    swapped = json.loads(json.dumps(v4))
+    swapped["wrapped"]["names"] = swapped["wrapped"]["xattr-names"]
+    swapped.pop("checksum")
+    swapped["checksum"] = config._checksum(swapped)
+    acl = _resealed(v1, vk, version=4, acl={"serial": 3})
+    acl.pop("acl")
+    acl.pop("checksum")
+    acl["checksum"] = config._checksum(acl)
+    later = json.loads(json.dumps(v4))
+    later["version"] = 6
+    later.pop("checksum")
+    later["checksum"] = config._checksum(later)
+    cases = [
+        ("a salt changed (checksum not recomputed)", salt_changed, PASSPHRASE, "is damaged"),
+        ("the wrong passphrase", v4, "correct horse battery stapler", "wrong passphrase"),
+        ("KDF memory above 1 GiB (checksum recomputed)", huge, PASSPHRASE, "refused"),
+        ("long_name_max lowered (checksum recomputed)", lowered, PASSPHRASE, "parameters were changed"),
+        ("the access-rules record removed (checksum recomputed)", acl, PASSPHRASE, "parameters were changed"),
+        ("a wrapped key moved to another purpose (checksum recomputed)", swapped, PASSPHRASE, "do not open"),
+        ("a version this reader does not know", later, PASSPHRASE, "format version 6"),
+    ]
+    return [{"case": c, "config": d, "passphrase": pw, "refusal": r} for c, d, pw, r in cases]
+
+
 def main() -> None:
     os.environ["STRONGROOM_ARGON2_MEMORY_KIB"] = "256"  # cheap parameters, stored in the vector
     os.environ["STRONGROOM_ARGON2_ITERATIONS"] = "1"
     with tempfile.TemporaryDirectory() as tmp:
         vol = Path(tmp) / "vol"
         volume.init_volume(vol, PASSPHRASE, recovery_passphrase="recovery words")
-        cfg_json = json.loads((vol / config.CONFIG).read_text())
+        written = json.loads((vol / config.CONFIG).read_text())
         diriv = (vol / names.DIRIV).read_bytes()
-    vk = config.VolumeConfig.from_json(cfg_json).unlock_passphrase(PASSPHRASE)
+    vk = config.VolumeConfig.from_json(written).unlock_passphrase(PASSPHRASE)
+    cfg_json = _resealed(written, vk, version=1)  # the base vectors are a version-1 volume
     plain = bytes(range(256)) * 20 + b"tail"  # 5124 bytes: one full block and a partial one
     header = content.FileHeader.fresh()
     lower = header.encode(vk.kek, vk.volume_id) + content.FileCipher(header).seal(0, plain)
@@ -149,7 +232,13 @@ def main() -> None:
         "passphrase": PASSPHRASE,
         "recovery_passphrase": "recovery words",
         "config": cfg_json,
-        "keys_hex": {"kek": vk.kek.hex(), "names": vk.names.hex(), "xattr-names": vk.xattr_names.hex()},
+        "keys_hex": {
+            "kek": vk.kek.hex(),
+            "names": vk.names.hex(),
+            "xattr-names": vk.xattr_names.hex(),
+            "xattr-values": vk.xattr_values.hex(),
+            "rules-mac": vk.rules_mac.hex(),
+        },
         "root_diriv_hex": diriv.hex(),
         "derived_tweak": {
             "parent_hex": diriv.hex(),
@@ -168,6 +257,8 @@ def main() -> None:
         **more_positives(vk, cfg_json, diriv, nc, lower),
         "negative_files": negative_files(lower, vk.kek, vk.volume_id),
         "negative_names": negative_names(nc, diriv, short, long_lower, sidecar or ""),
+        "configs": configs_by_version(vk, cfg_json),
+        "negative_configs": negative_configs(vk, cfg_json),
     }
     OUT.write_text(json.dumps(vectors, indent=1) + "\n")
     print(f"wrote {OUT}")

@@ -44,34 +44,96 @@ def source_key_from_passphrase(source: dict[str, Any], passphrase: str) -> bytes
     ).derive(passphrase.encode())
 
 
-def unlock(config: dict[str, Any], passphrase: str) -> dict[str, bytes]:
-    """§4: KEK from a passphrase source, then every wrapped key; checks params_mac."""
-    volume_id = unb64u(config["volume_id"])
+def canonical(value: Any) -> bytes:
+    """§4's canonical JSON, from its definition in bytes."""
+    if isinstance(value, dict):
+        return b"{" + b",".join(canonical(k) + b":" + canonical(value[k]) for k in sorted(value)) + b"}"
+    if isinstance(value, list):
+        return b"[" + b",".join(canonical(v) for v in value) + b"]"
+    if value is True or value is False or value is None:
+        return {True: b"true", False: b"false", None: b"null"}[value]
+    if isinstance(value, int):
+        return str(value).encode()
+    assert isinstance(value, str), "configs hold no fractions"
+    short = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+    out = []
+    for ch in value:
+        if ch in short:
+            out.append(short[ch])
+        elif 0x20 <= ord(ch) <= 0x7E:
+            out.append(ch)
+        elif ord(ch) > 0xFFFF:
+            hi, lo = divmod(ord(ch) - 0x10000, 0x400)
+            out.append(f"\\u{0xD800 + hi:04x}\\u{0xDC00 + lo:04x}")
+        else:
+            out.append(f"\\u{ord(ch):04x}")
+    return ('"' + "".join(out) + '"').encode()
+
+
+def check_config(config: dict[str, Any]) -> None:
+    """§4, before any key work: format, checksum (when present), version, KDF bounds."""
+    if config.get("format") != "strongroom-volume":
+        raise ValueError("not a volume config")
+    if "checksum" in config:
+        body = {k: v for k, v in config.items() if k != "checksum"}
+        digest = hashlib.sha256(b"strongroom/v1/config-checksum\x00" + canonical(body)).digest()
+        if b64u(digest) != config["checksum"]:
+            raise ValueError("damaged config")
+    if config["version"] not in (1, 2, 3, 4):
+        raise ValueError("unknown version")
     for source in config["key_sources"]:
-        if source["type"] != "passphrase":
-            continue
-        try:
-            kek = OPEN(
-                source_key_from_passphrase(source, passphrase),
-                b"strongroom/v1/kek\x00" + volume_id + b"passphrase",
-                unb64u(source["sealed_kek"]),
-            )
-            break
-        except Exception:  # noqa: BLE001, S112 - try the next source
-            continue
+        if source["type"] == "passphrase":
+            kdf = source["kdf"]
+            m, t, p = kdf["memory_kib"], kdf["iterations"], kdf["lanes"]
+            if not all(type(x) is int for x in (m, t, p)) or not (1 <= p <= 16 and 8 * p <= m <= 1 << 20 and 1 <= t <= 16):
+                raise ValueError("KDF parameters out of bounds")
+            if not 8 <= len(unb64u(kdf["salt"])) <= 64:
+                raise ValueError("salt out of bounds")
+
+
+def unlock(config: dict[str, Any], passphrase: str | None = None, deposit: bytes | None = None) -> dict[str, bytes]:
+    """§4: KEK from the first trustee source (``deposit``: its deposit's content) or from the
+    passphrase sources, primary first; then every wrapped key; checks params_mac."""
+    check_config(config)
+    volume_id = unb64u(config["volume_id"])
+    if deposit is not None:
+        source = next(s for s in config["key_sources"] if s["type"] == "trustee")
+        kek = OPEN(deposit, b"strongroom/v1/kek\x00" + volume_id + b"trustee", unb64u(source["sealed_kek"]))
     else:
-        raise ValueError("no passphrase source opens")
+        assert passphrase is not None
+        found = [s for s in config["key_sources"] if s["type"] == "passphrase"]
+        for source in [s for s in found if s.get("role") == "primary"] + [s for s in found if s.get("role") != "primary"]:
+            try:
+                kek = OPEN(
+                    source_key_from_passphrase(source, passphrase),
+                    b"strongroom/v1/kek\x00" + volume_id + b"passphrase",
+                    unb64u(source["sealed_kek"]),
+                )
+                break
+            except Exception:  # noqa: BLE001, S112 - try the next source
+                continue
+        else:
+            raise ValueError("wrong passphrase")
     keys = {"kek": kek, "volume_id": volume_id}
+    assert set(config["wrapped"]) == {"names", "xattr-names", "xattr-values", "rules-mac"}
     for purpose, wrapped in config["wrapped"].items():
         keys[purpose] = OPEN(kek, b"strongroom/v1/" + purpose.encode() + b"\x00" + volume_id, unb64u(wrapped))
     fields = {k: config[k] for k in ("block_size", "cipher", "format", "long_name_max", "names", "version", "volume_id")}
     if "acl" in config:
         fields["acl"] = config["acl"]
-    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
-    mac = hmac.new(keys["rules-mac"], b"strongroom/v1/params\x00" + canonical, hashlib.sha256).digest()
+    mac = hmac.new(keys["rules-mac"], b"strongroom/v1/params\x00" + canonical(fields), hashlib.sha256).digest()
     if not hmac.compare_digest(mac, unb64u(config["params_mac"])):
         raise ValueError("params_mac")
     return keys
+
+
+def retired_keks(config: dict[str, Any], keys: dict[str, bytes]) -> list[bytes]:
+    """§7: the KEK ring, newest first (empty before any rotation)."""
+    if "retired_keks" not in config:
+        return []
+    ring = OPEN(keys["kek"], b"strongroom/v1/retired-keks\x00" + keys["volume_id"], unb64u(config["retired_keks"]))
+    assert len(ring) % 32 == 0
+    return [ring[i : i + 32] for i in range(0, len(ring), 32)]
 
 
 def decrypt_file(lower: bytes, kek: bytes, volume_id: bytes, holes: bool = False) -> bytes:
@@ -163,8 +225,22 @@ def decrypt_xattr(lower_name: str, value: bytes, keys: dict[str, bytes], binding
     return "user." + name, plain
 
 
-def decrypt_standalone(data: bytes, passphrase: str | None = None, volume_kek: bytes | None = None) -> bytes:
-    """§7: keyed by a passphrase, or (``volume_kek``) by the volume whose id the envelope names."""
+def decrypt_standalone(
+    data: bytes, passphrase: str | None = None, volume_kek: bytes | None = None, retired: list[bytes] | None = None
+) -> bytes:
+    """§7: keyed by a passphrase, or (``volume_kek``, then each of ``retired``) by the volume
+    whose id the envelope names."""
+    if volume_kek is not None:
+        for kek in [volume_kek, *(retired or [])]:
+            try:
+                return _decrypt_standalone(data, None, kek)
+            except Exception:  # noqa: BLE001, S112 - the next KEK of the ring
+                continue
+        raise ValueError("no KEK of the volume opens it")
+    return _decrypt_standalone(data, passphrase, None)
+
+
+def _decrypt_standalone(data: bytes, passphrase: str | None, volume_kek: bytes | None) -> bytes:
     assert data[:4] == b"SRE1"
     (length,) = struct.unpack(">I", data[4:8])
     env = json.loads(data[8 : 8 + length])

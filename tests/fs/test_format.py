@@ -228,3 +228,63 @@ def test_more_positive_vectors(vk: keys.VolumeKeys) -> None:
     out = io.BytesIO()
     standalone.decrypt_stream(io.BytesIO(data), out, lambda env: [vk.kek])
     assert out.getvalue().decode() == V["standalone_volume"]["plaintext"]
+
+
+def test_spec_canonical_json_is_the_configs_encoding() -> None:
+    """§4 defines canonical JSON in bytes; the spec's encoder, written from that text, gives the
+    bytes every checksum and params_mac of the vectors was made over."""
+    odd = {"x": "\x7f\x01\n/é\U0001f600\"\\", "a": [1, -2, True, None]}
+    samples = [V["config"], *(c for c in V["configs"].values() if "format" in c), odd]
+    for sample in samples:
+        assert spec.canonical(sample) == json.dumps(sample, sort_keys=True, separators=(",", ":")).encode()
+
+
+@pytest.mark.parametrize("version", ["v1", "v2", "v3", "v4", "v4_acl"])
+def test_each_version_s_config_opens_to_the_same_keys(vk: keys.VolumeKeys, version: str) -> None:
+    cfg = V["configs"][version]
+    got = config.VolumeConfig.from_json(cfg)
+    n = int(version[1])
+    assert (got.version, got.derived_tweaks, got.holes, got.bound_xattrs) == (n, n >= 2, n >= 3, n >= 4)
+    assert ("checksum" in cfg) == (n >= 3)
+    assert got.unlock_passphrase(V["passphrase"]) == vk
+    sk = spec.unlock(cfg, V["passphrase"])
+    assert [sk[p] for p in ("kek", "names", "xattr-names", "xattr-values", "rules-mac")] == [
+        bytes.fromhex(V["keys_hex"][p]) for p in ("kek", "names", "xattr-names", "xattr-values", "rules-mac")
+    ]
+    if version == "v4_acl":
+        assert got.verified_acl_floor(vk.rules_mac) == 3
+
+
+def test_a_rotated_volume_opens_standalone_files_made_before_with_its_ring(vk: keys.VolumeKeys) -> None:
+    r = V["configs"]["v4_rotated"]
+    cfg = config.VolumeConfig.from_json(r["config"])
+    now = cfg.unlock_passphrase(V["passphrase"])
+    assert now.kek.hex() == r["kek_hex"] and now.names == vk.names
+    assert [k.hex() for k in cfg.retired_keks(now.kek)] == r["retired_keks_hex"]
+    sk = spec.unlock(r["config"], V["passphrase"])
+    ring = spec.retired_keks(r["config"], sk)
+    before = bytes.fromhex(r["standalone_before_hex"])
+    assert spec.decrypt_standalone(before, volume_kek=sk["kek"], retired=ring).decode() == r["standalone_before_plaintext"]
+    out = io.BytesIO()
+    standalone.decrypt_stream(io.BytesIO(before), out, lambda env: [now.kek, *cfg.retired_keks(now.kek)])
+    assert out.getvalue().decode() == r["standalone_before_plaintext"]
+    with pytest.raises(Exception):  # noqa: B017, PT011 - the current KEK alone does not open it
+        spec.decrypt_standalone(before, volume_kek=sk["kek"])
+
+
+def test_a_trustee_key_source_opens_with_its_deposit(vk: keys.VolumeKeys) -> None:
+    t = V["configs"]["v4_trustee"]
+    deposit = bytes.fromhex(t["deposit_hex"])
+    cfg = config.VolumeConfig.from_json(t["config"])
+    assert cfg.unlock_trustee(lambda source: deposit) == vk
+    assert spec.unlock(t["config"], deposit=deposit)["kek"] == vk.kek
+    with pytest.raises(config.ConfigError, match="does not open"):
+        cfg.unlock_trustee(lambda source: bytes(32))
+
+
+@pytest.mark.parametrize("case", V["negative_configs"], ids=lambda c: c["case"])
+def test_negative_config_vectors_are_refused_by_the_code_and_the_spec(case: dict) -> None:
+    with pytest.raises(config.ConfigError, match=case["refusal"]):
+        config.VolumeConfig.from_json(case["config"]).unlock_passphrase(case["passphrase"])
+    with pytest.raises(Exception):  # noqa: B017, PT011
+        spec.unlock(case["config"], case["passphrase"])
