@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import struct
 import tempfile
 from pathlib import Path
 
@@ -87,6 +88,8 @@ def negative_names(nc: names.NameCipher, diriv: bytes, short: bytes, long_lower:
         ("decrypts to a name with a slash", names.b64u(siv.encrypt(b"a/b", [names.NAME_AD + diriv])), None),
         ("encrypted in another directory", nc.lower_name(short, bytes(16))[0], None),
         ("a long name whose sidecar does not hash to it", long_lower, sidecar[:-2] + ("BA" if sidecar.endswith("AA") else "AA")),
+        ("a short name written in the long form", names.long_name(lower), lower),
+        ("a long name written in the short form", sidecar, None),
     ]
     return [{"case": c, "lower": n, "sidecar": sc} for c, n, sc in cases]
 
@@ -206,6 +209,146 @@ def negative_configs(vk: keys.VolumeKeys, v1: dict) -> list[dict[str, object]]:
     return [{"case": c, "config": d, "passphrase": pw, "refusal": r} for c, d, pw, r in cases]
 
 
+def negative_xattrs(xc: xattrs.XattrCipher) -> list[dict[str, object]]:
+    """Version-4 attribute values and names a reader must refuse (§6): each value is read with the
+    binding of the entry it is found on."""
+    lower = xc.lower_name("user.origin")
+    own, other = os.urandom(16), os.urandom(16)
+    sealed = xc.seal_value(lower, b"bound to one file", xattrs.file_binding(own))
+    flipped = sealed[:20] + bytes([sealed[20] ^ 1]) + sealed[21:]
+    renamed = xc.lower_name("user.other")
+    own_binding = xattrs.file_binding(own)  # the value's own binding: only the name is wrong
+    cases = [
+        ("moved to another file", lower, xattrs.file_binding(other), sealed),
+        ("a bit of the value flipped", lower, xattrs.file_binding(own), flipped),
+        ("read on an empty file (rebound to empty)", lower, xattrs.EMPTY, sealed),
+        ("read on a directory", lower, xattrs.dir_binding(own), sealed),
+        ("moved to another attribute name of the same file", renamed, xattrs.file_binding(own), sealed),
+        ("a name in non-canonical base64url", xattrs.PREFIX + _low_bit_set(lower[len(xattrs.PREFIX) :]), own_binding, sealed),
+    ]
+    return [{"case": c, "lower_name": n, "binding_hex": b.hex(), "value_hex": v.hex()} for c, n, b, v in cases]
+
+
+def negative_symlinks(vk: keys.VolumeKeys) -> list[dict[str, str]]:
+    """Lower symlink targets a reader answers EIO for (§5)."""
+    header = content.FileHeader.fresh()
+    good_blocks = content.FileCipher(header).seal(0, b"target")
+    good = names.b64u(header.encode(vk.kek, vk.volume_id) + good_blocks)
+    swapped_char = good[:120] + ("B" if good[120] == "A" else "A") + good[121:]
+    cases = [
+        ("one character of the target changed", swapped_char),
+        ("padded base64url", good + "=" * (-len(good) % 4 or 4)),
+        ("non-canonical: unused low bits set", _low_bit_set(good)),
+        ("cut inside the block", good[:-8]),
+        ("another volume's target", names.b64u(header.encode(os.urandom(32), vk.volume_id) + good_blocks)),
+    ]
+    return [{"case": c, "lower_target": t} for c, t in cases]
+
+
+def negative_dirivs() -> list[dict[str, object]]:
+    """What a directory's strongroom.diriv may not be (§6): each makes its directory unreadable."""
+    return [
+        {"case": "15 bytes", "type": "file", "content_hex": os.urandom(15).hex()},
+        {"case": "17 bytes", "type": "file", "content_hex": os.urandom(17).hex()},
+        {"case": "empty", "type": "file", "content_hex": ""},
+        {"case": "a symbolic link to a 16-byte file", "type": "symlink", "content_hex": os.urandom(16).hex()},
+        {"case": "a directory", "type": "directory", "content_hex": ""},
+        {"case": "a FIFO", "type": "fifo", "content_hex": ""},
+    ]
+
+
+def negative_standalone(vk: keys.VolumeKeys) -> list[dict[str, str]]:
+    """Standalone files (§7, keyed by the vectors' volume) a reader must refuse, with the refusal."""
+    plain = os.urandom(3 * 4096 + 100)
+    made = io.BytesIO()
+    standalone.encrypt_stream(io.BytesIO(plain), made, vk.volume_id, vk.kek, None, 1)
+    good = made.getvalue()
+    other = io.BytesIO()
+    standalone.encrypt_stream(io.BytesIO(plain), other, vk.volume_id, vk.kek, None, 1)
+    (length,) = struct.unpack(">I", good[4:8])
+    body = 8 + length
+    end = len(good) - content.END_MARKER
+    wrong_volume = good.replace(names.b64u(vk.volume_id).encode(), names.b64u(os.urandom(16)).encode())
+    cases = [
+        ("cut at a block boundary, its end marker kept", good[: body + content.HEADER + 2 * content.CBLOCK] + good[end:], "cut"),
+        ("without its end marker (its last 36 bytes are taken for one: the last block is cut)", good[:end], "block 3"),
+        ("another file's end marker", good[:end] + other.getvalue()[-content.END_MARKER :], "end marker"),
+        ("an envelope length above 65,536", good[:4] + struct.pack(">I", 65537) + good[8:], "envelope too large"),
+        ("another volume's id in the envelope", wrong_volume, "header does not authenticate"),
+        ("empty", b"", "bad magic"),
+        ("made before a rotation, read with the new KEK alone", good, "header does not authenticate"),
+    ]
+    return [{"case": c, "encrypted_hex": d.hex(), "refusal": r} for c, d, r in cases]
+
+
+def whole_tree(vol: Path, vk: keys.VolumeKeys) -> dict[str, object]:
+    """A small version-4 tree written through the product's operations (no mount), then read back
+    as lower entries: directories (one moved, so it stores its tweak; one with a long name),
+    files (empty, one block, sparse with holes), a symlink, long and non-ASCII names, a hard link
+    and an attribute.  ``plaintext`` is what a reader must list, by plaintext path."""
+    from strongroom.fs.fuse_ops import VolumeOps
+
+    ops = VolumeOps(str(vol), vk)
+
+    def write(path: str, data: bytes, at: int = 0) -> None:
+        fh = ops.create(path, 0o644, os.O_WRONLY)
+        ops.write(path, data, at, fh)
+        ops.release(path, fh)
+
+    ops.mkdir("/docs", 0o755)
+    ops.mkdir("/docs/old name", 0o755)
+    ops.rename("/docs/old name", "/docs/moved")
+    ops.mkdir("/" + "d" * 200, 0o755)
+    write("/docs/moved/notes.txt", b"moved directory, stored tweak\n")
+    write("/" + "d" * 200 + "/inside", b"under a long-named directory")
+    write("/empty", b"")
+    write("/sparse", b"after two holes", 2 * 4096 + 10)
+    write("/Grüße ☃.txt", b"non-ASCII name")
+    write("/" + "n" * 180, b"a long file name")
+    ops.link("/docs/hard link", "/empty")
+    ops.unlink("/docs/hard link")
+    write("/one", b"one block" * 100)
+    ops.link("/docs/second name", "/one")
+    ops.symlink("/link", "docs/moved/notes.txt")
+    ops.setxattr("/one", "user.comment", b"an attribute", 0)
+    entries = []
+    inodes: dict[int, str] = {}
+    for lower in sorted(vol.rglob("*")):
+        rel = str(lower.relative_to(vol))
+        if rel.startswith("strongroom.volume.json"):
+            continue
+        st = lower.lstat()
+        entry: dict[str, object] = {"path": rel}
+        if lower.is_symlink():
+            entry.update(type="symlink", target=os.readlink(lower))
+        elif lower.is_dir():
+            entry.update(type="directory")
+        elif st.st_ino in inodes:
+            entry.update(type="hard link", link_of=inodes[st.st_ino])
+        else:
+            inodes[st.st_ino] = rel
+            entry.update(type="file", content_hex=lower.read_bytes().hex())
+            attrs = {a: os.getxattr(lower, a).hex() for a in os.listxattr(lower) if a.startswith(xattrs.PREFIX)}
+            if attrs:
+                entry["xattrs_hex"] = attrs
+        entries.append(entry)
+    plaintext = {
+        "/docs": None,
+        "/docs/moved": None,
+        "/docs/moved/notes.txt": "moved directory, stored tweak\n",
+        "/docs/second name": "one block" * 100,
+        "/" + "d" * 200: None,
+        "/" + "d" * 200 + "/inside": "under a long-named directory",
+        "/empty": "",
+        "/sparse": "\x00" * (2 * 4096 + 10) + "after two holes",
+        "/Grüße ☃.txt": "non-ASCII name",
+        "/" + "n" * 180: "a long file name",
+        "/one": "one block" * 100,
+        "/link": "-> docs/moved/notes.txt",
+    }
+    return {"entries": entries, "plaintext": plaintext, "xattrs": {"/one": {"user.comment": "an attribute"}}}
+
+
 def main() -> None:
     os.environ["STRONGROOM_ARGON2_MEMORY_KIB"] = "256"  # cheap parameters, stored in the vector
     os.environ["STRONGROOM_ARGON2_ITERATIONS"] = "1"
@@ -214,7 +357,8 @@ def main() -> None:
         volume.init_volume(vol, PASSPHRASE, recovery_passphrase="recovery words")
         written = json.loads((vol / config.CONFIG).read_text())
         diriv = (vol / names.DIRIV).read_bytes()
-    vk = config.VolumeConfig.from_json(written).unlock_passphrase(PASSPHRASE)
+        vk = config.VolumeConfig.from_json(written).unlock_passphrase(PASSPHRASE)
+        tree = {"config": written, "root_diriv_hex": diriv.hex(), **whole_tree(vol, vk)}
     cfg_json = _resealed(written, vk, version=1)  # the base vectors are a version-1 volume
     plain = bytes(range(256)) * 20 + b"tail"  # 5124 bytes: one full block and a partial one
     header = content.FileHeader.fresh()
@@ -258,6 +402,17 @@ def main() -> None:
         "negative_files": negative_files(lower, vk.kek, vk.volume_id),
         "negative_names": negative_names(nc, diriv, short, long_lower, sidecar or ""),
         "configs": configs_by_version(vk, cfg_json),
+        "tree": tree,
+        "negative_xattrs": negative_xattrs(xc),
+        "negative_symlinks": negative_symlinks(vk),
+        "negative_dirivs": negative_dirivs(),
+        "negative_standalone": negative_standalone(vk),
+        "long_name_directory_tweak": {
+            "parent_hex": diriv.hex(),
+            "lower_name": long_lower,
+            "tweak_hex": names.derived_diriv(diriv, long_lower).hex(),
+            "note": "a directory with a long name derives its tweak from its whole lower name (§6)",
+        },
         "negative_configs": negative_configs(vk, cfg_json),
     }
     OUT.write_text(json.dumps(vectors, indent=1) + "\n")

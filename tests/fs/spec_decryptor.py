@@ -181,9 +181,22 @@ def derive_tweak(parent_tweak: bytes, lower_name: str) -> bytes:
 def directory_tweak(lower_dir: Path, parent_tweak: bytes | None, version: int) -> bytes:
     """§6: the stored tweak, or (version 2, below the root) the one derived from the parent's."""
     stored = lower_dir / "strongroom.diriv"
-    if stored.exists() or parent_tweak is None or version < 2:
-        return stored.read_bytes()
-    return derive_tweak(parent_tweak, lower_dir.name)
+    try:
+        st = stored.lstat()
+    except FileNotFoundError:
+        if parent_tweak is None or version < 2:
+            raise ValueError("a directory without its tweak") from None
+        return derive_tweak(parent_tweak, lower_dir.name)
+    if not stat.S_ISREG(st.st_mode) or st.st_size != 16:  # never follow, never block, never read more
+        raise ValueError("a stored tweak that is not a 16-byte regular file")
+    fd = os.open(stored, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        tweak = os.read(fd, 17)
+    finally:
+        os.close(fd)
+    if len(tweak) != 16:
+        raise ValueError("a stored tweak that is not 16 bytes")
+    return tweak
 
 
 def read_tree(volume: Path, passphrase: str) -> dict[str, bytes | None]:
@@ -243,6 +256,7 @@ def decrypt_standalone(
 def _decrypt_standalone(data: bytes, passphrase: str | None, volume_kek: bytes | None) -> bytes:
     assert data[:4] == b"SRE1"
     (length,) = struct.unpack(">I", data[4:8])
+    assert length <= 65536, "envelope too large"
     env = json.loads(data[8 : 8 + length])
     volume_id = unb64u(env["volume_id"])
     source = env["key_source"]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -183,12 +184,14 @@ def test_negative_file_vectors_are_refused_by_the_code_and_the_spec(vk: keys.Vol
 def test_negative_name_vectors_are_not_names(vk: keys.VolumeKeys, case: dict) -> None:
     diriv = bytes.fromhex(V["root_diriv_hex"])
     nc = names.NameCipher(vk.names)
-    with pytest.raises(names.BadName):
+    with pytest.raises(names.BadName):  # what the mount's listing and fsck do with a lower name
         if case["sidecar"] is not None:
             if names.long_name(case["sidecar"]) != case["lower"]:
                 raise names.BadName("the long-name sidecar does not match its entry")  # what every reader checks
+            nc.check_form(case["sidecar"], long=True)
             nc.decrypt(case["sidecar"], diriv)
         else:
+            nc.check_form(case["lower"], long=False)
             nc.decrypt(case["lower"], diriv)
     with pytest.raises(Exception):  # noqa: B017, PT011
         spec.decrypt_name(case["lower"], vk.names, diriv, case["sidecar"])
@@ -288,3 +291,127 @@ def test_negative_config_vectors_are_refused_by_the_code_and_the_spec(case: dict
         config.VolumeConfig.from_json(case["config"]).unlock_passphrase(case["passphrase"])
     with pytest.raises(Exception):  # noqa: B017, PT011
         spec.unlock(case["config"], case["passphrase"])
+
+
+@pytest.mark.parametrize("case", V["negative_xattrs"], ids=lambda c: c["case"])
+def test_negative_xattr_vectors_are_refused_by_the_code_and_the_spec(vk: keys.VolumeKeys, case: dict) -> None:
+    xc = xattrs.XattrCipher(vk.xattr_names, vk.xattr_values)
+    value, binding = bytes.fromhex(case["value_hex"]), bytes.fromhex(case["binding_hex"])
+    with pytest.raises((names.BadName, keys.WrongKey)):
+        xc.plain_name(case["lower_name"])
+        xc.open_value(case["lower_name"], value, binding)
+    with pytest.raises(Exception):  # noqa: B017, PT011
+        spec.decrypt_xattr(case["lower_name"], value, spec.unlock(V["config"], V["passphrase"]), binding)
+
+
+@pytest.mark.parametrize("case", V["negative_symlinks"], ids=lambda c: c["case"])
+def test_negative_symlink_vectors_are_refused_by_the_code_and_the_spec(vk: keys.VolumeKeys, case: dict) -> None:
+    with pytest.raises((ValueError, content.DamagedFile, native.BadBlock)):  # what read_link turns into EIO
+        _code_reads(names.unb64u(case["lower_target"]), vk, False)
+    with pytest.raises(Exception):  # noqa: B017, PT011
+        spec.decrypt_file(spec.unb64u(case["lower_target"]), vk.kek, vk.volume_id)
+
+
+@pytest.mark.parametrize("case", V["negative_dirivs"], ids=lambda c: c["case"])
+def test_negative_diriv_vectors_make_their_directory_unreadable(vk: keys.VolumeKeys, case: dict, tmp_path: Path) -> None:
+    from strongroom.fs.beneath import Beneath
+    from strongroom.fs.resolver import Resolver
+
+    d = tmp_path / "d"
+    d.mkdir()
+    stored, raw = d / names.DIRIV, bytes.fromhex(case["content_hex"])
+    if case["type"] == "file":
+        stored.write_bytes(raw)
+    elif case["type"] == "symlink":
+        (tmp_path / "elsewhere").write_bytes(raw)
+        stored.symlink_to(tmp_path / "elsewhere")
+    elif case["type"] == "directory":
+        stored.mkdir()
+    else:
+        os.mkfifo(stored)  # a reader that opened it to read would hang here
+    told: list[str] = []
+    nc = names.NameCipher(vk.names)
+    resolver = Resolver(str(tmp_path), nc, True, lambda what, block, why: told.append(why), Beneath(str(tmp_path)))
+    with pytest.raises(OSError) as e:
+        resolver.stored_diriv(str(d))
+    assert e.value.errno == errno.EIO and told
+    with pytest.raises(ValueError):  # noqa: PT011
+        spec.directory_tweak(d, bytes(16), 4)
+
+
+@pytest.mark.parametrize("case", V["negative_standalone"], ids=lambda c: c["case"])
+def test_negative_standalone_vectors_are_refused_by_the_code_and_the_spec(vk: keys.VolumeKeys, case: dict) -> None:
+    data = bytes.fromhex(case["encrypted_hex"])
+    kek = os.urandom(32) if "new KEK" in case["case"] else vk.kek  # the rotation case: a KEK that did not make it
+    with pytest.raises((standalone.NotStandalone, content.DamagedFile, native.BadBlock)) as e:
+        standalone.decrypt_stream(io.BytesIO(data), io.BytesIO(), lambda env: [kek])
+    assert case["refusal"] in str(e.value), (case["case"], str(e.value))
+    with pytest.raises(Exception):  # noqa: B017, PT011
+        spec.decrypt_standalone(data, volume_kek=kek)
+
+
+def test_a_long_named_directory_derives_its_tweak_from_its_whole_lower_name() -> None:
+    t = V["long_name_directory_tweak"]
+    assert t["lower_name"].startswith(names.LONG_PREFIX)
+    parent = bytes.fromhex(t["parent_hex"])
+    assert names.derived_diriv(parent, t["lower_name"]).hex() == t["tweak_hex"]
+    assert spec.derive_tweak(parent, t["lower_name"]).hex() == t["tweak_hex"]
+
+
+def _materialize(tree: dict, where: Path) -> Path:
+    vol = where / "vol"
+    vol.mkdir()
+    (vol / config.CONFIG).write_text(json.dumps(tree["config"]))
+    for e in tree["entries"]:
+        at = vol / e["path"]
+        if e["type"] == "directory":
+            at.mkdir()
+        elif e["type"] == "symlink":
+            at.symlink_to(e["target"])
+        elif e["type"] == "hard link":
+            os.link(vol / e["link_of"], at)
+        else:
+            at.write_bytes(bytes.fromhex(e["content_hex"]))
+            for name, value in e.get("xattrs_hex", {}).items():
+                os.setxattr(at, name, bytes.fromhex(value))
+    return vol
+
+
+def test_a_whole_lower_tree_reads_the_same_with_the_code_and_the_spec(tmp_path: Path) -> None:
+    from strongroom.fs.fuse_ops import VolumeOps
+
+    tree = V["tree"]
+    vol = _materialize(tree, tmp_path)
+    want = {p: (None if v is None else v.encode()) for p, v in tree["plaintext"].items()}
+    got = spec.read_tree(vol, V["passphrase"])
+    assert {p: v for p, v in got.items()} == want
+    vk = config.VolumeConfig.from_json(tree["config"]).unlock_passphrase(V["passphrase"])
+    ops = VolumeOps(str(vol), vk)
+    seen: dict[str, bytes | None] = {}
+    todo = ["/"]
+    while todo:
+        d = todo.pop()
+        for name, _lower, _ino, _kind in ops.readdir_entries(d):
+            if name in (".", ".."):
+                continue
+            path = d.rstrip("/") + "/" + name
+            mode = ops.getattr(path)["st_mode"]
+            if (mode & 0o170000) == 0o040000:
+                seen[path] = None
+                todo.append(path)
+            elif (mode & 0o170000) == 0o120000:
+                seen[path] = b"-> " + ops.readlink(path).encode()
+            else:
+                fh = ops.open(path, os.O_RDONLY)
+                seen[path] = ops.read(path, 1 << 20, 0, fh)
+                ops.release(path, fh)
+    assert seen == want
+    for path, attrs in tree["xattrs"].items():
+        for name, value in attrs.items():
+            assert ops.getxattr(path, name) == value.encode()
+    sk = spec.unlock(tree["config"], V["passphrase"])
+    carriers = [e for e in tree["entries"] if "xattrs_hex" in e]
+    assert len(carriers) == 1
+    file_id = bytes.fromhex(carriers[0]["content_hex"])[8:24]
+    ((lower_name, sealed),) = carriers[0]["xattrs_hex"].items()
+    assert spec.decrypt_xattr(lower_name, bytes.fromhex(sealed), sk, b"file\x00" + file_id) == ("user.comment", b"an attribute")
