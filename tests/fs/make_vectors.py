@@ -9,6 +9,7 @@ import json
 import os
 import struct
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from strongroom.fs import config, content, keys, names, standalone, volume, xattrs
@@ -174,29 +175,22 @@ def configs_by_version(vk: keys.VolumeKeys, v1: dict) -> dict[str, object]:
 def negative_configs(vk: keys.VolumeKeys, v1: dict) -> list[dict[str, object]]:
     """Configs (and a passphrase) a reader must refuse, each with the product's refusal (§4)."""
     v4 = _resealed(v1, vk, version=4)
-    salt_changed = json.loads(json.dumps(v4))
-    src = salt_changed["key_sources"][0]["kdf"]
-    src["salt"] = names.b64u(os.urandom(16))
-    huge = json.loads(json.dumps(v4))
-    huge["key_sources"][0]["kdf"]["memory_kib"] = (1 << 20) + 1
-    huge.pop("checksum")
-    huge["checksum"] = config._checksum(huge)
-    lowered = json.loads(json.dumps(v4))
-    lowered["long_name_max"] = 100
-    lowered.pop("checksum")
-    lowered["checksum"] = config._checksum(lowered)
-    swapped = json.loads(json.dumps(v4))
-    swapped["wrapped"]["names"] = swapped["wrapped"]["xattr-names"]
-    swapped.pop("checksum")
-    swapped["checksum"] = config._checksum(swapped)
-    acl = _resealed(v1, vk, version=4, acl={"serial": 3})
-    acl.pop("acl")
-    acl.pop("checksum")
-    acl["checksum"] = config._checksum(acl)
-    later = json.loads(json.dumps(v4))
-    later["version"] = 6
-    later.pop("checksum")
-    later["checksum"] = config._checksum(later)
+
+    def edited(base: dict, edit: Callable[[dict], object], checksum: bool = True) -> dict:
+        """A copy of ``base`` changed by ``edit``, its checksum made again (as anyone can)."""
+        out = json.loads(json.dumps(base))
+        edit(out)
+        if checksum:
+            out.pop("checksum")
+            out["checksum"] = config._checksum(out)
+        return out
+
+    salt_changed = edited(v4, lambda c: c["key_sources"][0]["kdf"].update(salt=names.b64u(os.urandom(16))), checksum=False)
+    huge = edited(v4, lambda c: c["key_sources"][0]["kdf"].update(memory_kib=(1 << 20) + 1))
+    lowered = edited(v4, lambda c: c.update(long_name_max=100))
+    swapped = edited(v4, lambda c: c["wrapped"].update(names=c["wrapped"]["xattr-names"]))
+    acl = edited(_resealed(v1, vk, version=4, acl={"serial": 3}), lambda c: c.pop("acl"))
+    later = edited(v4, lambda c: c.update(version=6))
     cases = [
         ("a salt changed (checksum not recomputed)", salt_changed, PASSPHRASE, "is damaged"),
         ("the wrong passphrase", v4, "correct horse battery stapler", "wrong passphrase"),
