@@ -24,7 +24,12 @@ def sparse_file(kek: bytes, volume_id: bytes) -> dict[str, str]:
     cipher = content.FileCipher(header)
     first, last = b"first block " * 341 + b"abcd", b"the end"
     lower = header.encode(kek, volume_id) + cipher.seal(0, first) + bytes(content.CBLOCK) + cipher.seal(2, last)
-    return {"plaintext_hex": (first + bytes(content.BLOCK) + last).hex(), "lower_hex": lower.hex()}
+    opening = header.encode(kek, volume_id) + bytes(content.CBLOCK) + cipher.seal(1, last)  # as a write at 4 KiB makes it
+    return {
+        "plaintext_hex": (first + bytes(content.BLOCK) + last).hex(),
+        "lower_hex": lower.hex(),
+        "hole_at_block_0": {"plaintext_hex": (bytes(content.BLOCK) + last).hex(), "lower_hex": opening.hex()},
+    }
 
 
 def bound_xattr(xc: xattrs.XattrCipher) -> dict[str, str]:
@@ -63,6 +68,7 @@ def negative_files(lower: bytes, kek: bytes, volume_id: bytes) -> list[dict[str,
         ("the last block cut to 20 bytes", lower[: 84 + 4124 + 20], False, "impossible size"),
         ("the last block zeroed (version 3: never a hole)", lower[:4208] + bytes(len(lower) - 4208), True, "block 1"),
         ("block 0 zeroed in a version 1 or 2 volume", lower[:84] + bytes(4124) + lower[84 + 4124 :], False, "block 0"),
+        ("a hole at block 0 of a one-block file (the last block: never a hole)", lower[:84] + bytes(4124), True, "block 0"),
     ]
     return [{"case": c, "lower_hex": d.hex(), "holes": h, "refusal": r} for c, d, h, r in cases]
 

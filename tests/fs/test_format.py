@@ -56,6 +56,9 @@ def test_sparse_file_vector_reads_with_holes_only_where_the_format_allows_them(v
         with pytest.raises(content.DamagedFile, match="block 2"):
             cipher.open(0, zeroed_last[84:], hole_limit=last)  # the last block is never a hole
     assert spec.decrypt_file(lower, vk.kek, vk.volume_id, holes=True) == plain
+    first = V["sparse_file"]["hole_at_block_0"]  # block 0 may be a hole too, when it is not the last
+    assert _code_reads(bytes.fromhex(first["lower_hex"]), vk, True).hex() == first["plaintext_hex"]
+    assert spec.decrypt_file(bytes.fromhex(first["lower_hex"]), vk.kek, vk.volume_id, holes=True).hex() == first["plaintext_hex"]
     with pytest.raises(Exception):  # noqa: B017 - the spec's OPEN fails on the hole without the rule
         spec.decrypt_file(lower, vk.kek, vk.volume_id, holes=False)
 
