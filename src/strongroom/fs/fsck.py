@@ -150,12 +150,7 @@ class Checker:
     def _name(self, lower: Path, n: str, iv: bytes) -> str | None:
         try:
             if names.is_long(n):
-                raw = sidecar.read_bounded(lower / (n + names.LONG_SUFFIX), names.LONG_SIDECAR_MAX)
-                if raw is None:
-                    raise names.BadName("its long-name sidecar is missing")
-                full = raw.decode("ascii", "replace")
-                if names.long_name(full) != n:
-                    raise names.BadName("the long-name sidecar does not match its entry")
+                full = names.sidecar_text(n, sidecar.read_bounded(lower / (n + names.LONG_SUFFIX), names.LONG_SIDECAR_MAX))
                 self.names.check_form(full, True)
                 return os.fsdecode(self.names.decrypt(full, iv))
             self.names.check_form(n, False)

@@ -103,6 +103,17 @@ def long_name(encrypted: str) -> str:
     return LONG_PREFIX + b64u(hashlib.sha256(encrypted.encode()).digest())
 
 
+def sidecar_text(entry: str, raw: bytes | None) -> str:
+    """The full encrypted name that long entry ``entry``'s sidecar holds (its bytes ``raw``, None
+    when it is missing); BadName unless it is there and hashes to the entry's name."""
+    if raw is None:
+        raise BadName("its long-name sidecar is missing")
+    text = raw.decode("ascii", "replace")
+    if long_name(text) != entry:
+        raise BadName("the long-name sidecar does not match its entry")
+    return text
+
+
 def is_long(lower: str) -> bool:
     return lower.startswith(LONG_PREFIX) and not lower.endswith(LONG_SUFFIX)
 

@@ -209,12 +209,7 @@ class Namespace:
                 try:
                     if names.is_long(n):
                         raw = sidecar.read_bounded(f"{where}/{n}{names.LONG_SUFFIX}", names.LONG_SIDECAR_MAX)
-                        if raw is None:
-                            raise names.BadName("its long-name sidecar is missing")
-                        full = raw.decode("ascii", "replace")
-                        if names.long_name(full) != n:
-                            raise names.BadName("long-name sidecar does not match")
-                        plain = self.paths.plain(full, iv, long=True)
+                        plain = self.paths.plain(names.sidecar_text(n, raw), iv, long=True)
                     else:
                         plain = self.paths.plain(n, iv)
                 except (names.BadName, OSError) as e:
