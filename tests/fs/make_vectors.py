@@ -122,7 +122,7 @@ def more_positives(vk: keys.VolumeKeys, cfg_json: dict, diriv: bytes, nc: names.
         "non_ascii_name": {"plaintext": non_ascii.decode(), "lower": nc.lower_name(non_ascii, diriv)[0]},
         "non_ascii_passphrase": {
             "passphrase": NON_ASCII_PASSPHRASE,
-            "source": config.passphrase_source(vk.kek, vk.volume_id, NON_ASCII_PASSPHRASE),
+            "source": config.passphrase_source(vk.kek, vk.volume_id, NON_ASCII_PASSPHRASE, version=4),
         },
         "empty_file": {"lower_hex": "", "plaintext_hex": ""},
         "hard_link": {
@@ -157,9 +157,9 @@ def configs_by_version(vk: keys.VolumeKeys, v1: dict) -> dict[str, object]:
     standalone.encrypt_stream(io.BytesIO(b"made before the rotation\n" * 50), before, vk.volume_id, vk.kek, None, 1)
     rotated = config.VolumeConfig.from_json(_resealed(v1, vk, version=4))
     rotated.retire(vk.kek, new_kek)
-    moved = keys.VolumeKeys(vk.volume_id, new_kek, vk.names, vk.xattr_names, vk.xattr_values, vk.rules_mac)
+    moved = vk.rewrapped(new_kek)
     rotated.wrapped = moved.wrapped()
-    rotated.key_sources = [config.passphrase_source(new_kek, vk.volume_id, PASSPHRASE)]
+    rotated.key_sources = [config.passphrase_source(new_kek, vk.volume_id, PASSPHRASE, version=4)]
     rotated.params_mac = rotated._mac(vk.rules_mac)
     out["v4_rotated"] = {
         "config": rotated.to_json(),
@@ -169,7 +169,7 @@ def configs_by_version(vk: keys.VolumeKeys, v1: dict) -> dict[str, object]:
         "standalone_before_plaintext": "made before the rotation\n" * 50,
     }
     source_key = os.urandom(32)
-    trustee = config.trustee_source(vk.kek, vk.volume_id, ["https://keys.example:8443"], "host-7f3a", "vol-kek", source_key)
+    trustee = config.trustee_source(vk.kek, vk.volume_id, ["https://keys.example:8443"], "host-7f3a", "vol-kek", source_key, 4)
     out["v4_trustee"] = {
         "config": _resealed(v1, vk, version=4, key_sources=[trustee]),
         "deposit_hex": source_key.hex(),
@@ -349,12 +349,181 @@ def whole_tree(vol: Path, vk: keys.VolumeKeys) -> dict[str, object]:
     return {"entries": entries, "plaintext": plaintext, "xattrs": {"/one": {"user.comment": "an attribute"}}}
 
 
+def version_5() -> dict[str, object]:
+    """A version-5 volume (FORMAT.md §2, §5, §6): its config and every key, one whole lower tree,
+    the salted and kinded objects one by one, and what a version-5 reader must refuse."""
+    with tempfile.TemporaryDirectory() as tmp:
+        vol = Path(tmp) / "vol"
+        volume.init_volume(vol, PASSPHRASE, recovery_passphrase="recovery words")
+        written = json.loads((vol / config.CONFIG).read_text())
+        root = (vol / names.DIRIV).read_bytes()
+        vk = config.VolumeConfig.from_json(written).unlock_passphrase(PASSPHRASE)
+        tree = {"config": written, "root_diriv_hex": root.hex(), **whole_tree(vol, vk)}
+    iv = root[: names.DIRIV_BYTES]
+    tw = names.Tweaks(5, vk.dir_ids, vk.volume_id)
+    nc = names.NameCipher(vk.names)
+    plain = bytes(range(256)) * 20 + b"tail"
+    header = content.FileHeader.fresh(keys.FILE)
+    lower = header.encode(vk.kek, vk.volume_id) + content.FileCipher(header).seal(0, plain)
+    target = b"../a symlink target"
+    sh = content.FileHeader.fresh(keys.SYMLINK)
+    link = sh.encode(vk.kek, vk.volume_id) + content.FileCipher(sh).seal(0, target)
+    export = io.BytesIO()
+    standalone.encrypt_stream(io.BytesIO(b"exported with the volume's key\n" * 40), export, vk.volume_id, vk.kek, None, 1)
+    (length,) = struct.unpack(">I", export.getvalue()[4:8])
+    stripped = export.getvalue()[8 + length : -content.END_MARKER]
+    xc = xattrs.XattrCipher(vk.xattr_names, vk.xattr_values, salted=True)
+    x_lower = xc.lower_name("user.origin")
+    file_id = header.file_id
+    dir_lower = nc.lower_name(b"a directory", iv)[0]
+    other_lower = nc.lower_name(b"another directory", iv)[0]
+    moved_iv = os.urandom(16)  # a moved directory's tweak (its old one)
+    record = tw.record(moved_iv, iv, dir_lower)
+    two = tw.record(moved_iv, iv, dir_lower, also=(iv, other_lower))
+    flipped = record[:-1] + bytes([record[-1] ^ 1])
+    v5 = config.VolumeConfig.from_json(written)
+
+    def edited(edit: Callable[[dict], object]) -> dict:
+        out = json.loads(json.dumps(written))
+        edit(out)
+        out.pop("checksum")
+        out["checksum"] = config._checksum(out)
+        return out
+
+    weak = config.passphrase_source(vk.kek, vk.volume_id, PASSPHRASE, "primary")
+    weak["kdf"]["memory_kib"] = 4096  # (below the floor; the seal itself is not remade: refused first)
+    return {
+        "passphrase": PASSPHRASE,
+        "config": written,
+        "keys_hex": {
+            "kek": vk.kek.hex(),
+            "names": vk.names.hex(),
+            "xattr-names": vk.xattr_names.hex(),
+            "xattr-values": vk.xattr_values.hex(),
+            "rules-mac": vk.rules_mac.hex(),
+            "dir-ids": vk.dir_ids.hex(),
+        },
+        "root_diriv_hex": root.hex(),
+        "root_tweak_hex": iv.hex(),
+        "derived_tweak": {
+            "parent_hex": iv.hex(),
+            "lower_name": dir_lower,
+            "tweak_hex": tw.derive(iv, dir_lower).hex(),
+        },
+        "stored_tweak": {
+            "parent_hex": iv.hex(),
+            "lower_name": dir_lower,
+            "diriv_hex": record.hex(),
+            "during_a_move_hex": two.hex(),
+            "moving_to": other_lower,
+            "tweak_hex": moved_iv.hex(),
+        },
+        "file": {"plaintext_hex": plain.hex(), "lower_hex": lower.hex()},
+        "symlink": {"target": target.decode(), "lower_target": names.b64u(link)},
+        "xattr_bound": {
+            "name": "user.origin",
+            "lower_name": x_lower,
+            "value": "bound and salted",
+            "file_id_hex": file_id.hex(),
+            "file_value_hex": xc.seal_value(x_lower, b"bound and salted", xattrs.file_binding(file_id)).hex(),
+        },
+        "standalone_volume": {"plaintext": "exported with the volume's key\n" * 40, "encrypted_hex": export.getvalue().hex()},
+        "tree": tree,
+        "negative_files": [
+            {"case": "a symlink's sealed target stored as a file", "lower_hex": link.hex(), "refusal": "object kind"},
+            {
+                "case": "a volume-keyed export without its envelope and end marker",
+                "lower_hex": stripped.hex(),
+                "refusal": "object kind",
+            },
+            {
+                "case": "a version-4 header (version 1, no kind)",
+                "lower_hex": (
+                    content.FileHeader(header.file_id, header.file_key).encode(vk.kek, vk.volume_id) + lower[84:]
+                ).hex(),
+                "refusal": "unsupported file version",
+            },
+            {
+                "case": "an unknown kind (4)",
+                "lower_hex": (lower[:6] + b"\x00\x04" + lower[8:]).hex(),
+                "refusal": "unsupported file version",
+            },
+        ],
+        "negative_symlinks": [{"case": "a file's lower bytes as a symlink target", "lower_target": names.b64u(lower)}],
+        "negative_dirivs": [
+            {"case": "a bare 16-byte tweak (as version 4 stores)", "content_hex": moved_iv.hex()},
+            {
+                "case": "another place's record (a swapped or moved directory)",
+                "content_hex": tw.record(moved_iv, iv, other_lower).hex(),
+            },
+            {"case": "its tag flipped", "content_hex": flipped.hex()},
+            {"case": "33 bytes", "content_hex": (record + b"\x00").hex()},
+        ],
+        "negative_xattrs": [
+            {
+                "case": "a version-4 (unsalted) value",
+                "lower_name": x_lower,
+                "binding_hex": xattrs.file_binding(file_id).hex(),
+                "value_hex": xattrs.XattrCipher(vk.xattr_names, vk.xattr_values)
+                .seal_value(x_lower, b"bound and salted", xattrs.file_binding(file_id))
+                .hex(),
+            }
+        ],
+        "negative_configs": [
+            {
+                "case": "a key source's role changed (checksum recomputed)",
+                "config": edited(lambda c: c["key_sources"][1].update(role="primary")),
+                "refusal": "parameters were changed",
+            },
+            {
+                "case": "a key source's KDF memory below version 5's floor (checksum recomputed)",
+                "config": edited(lambda c: c["key_sources"].__setitem__(0, weak)),
+                "refusal": "refused",
+            },
+            {
+                "case": "a trustee source added (checksum recomputed)",
+                "config": edited(
+                    lambda c: c["key_sources"].append(
+                        config.trustee_source(vk.kek, vk.volume_id, ["https://attacker.example"], "x", "y", os.urandom(32))
+                    )
+                ),
+                "refusal": "parameters were changed",
+            },
+            {
+                "case": "the version lowered to 4 (checksum recomputed)",
+                "config": edited(lambda c: c.update(version=4)),
+                "refusal": "wrong passphrase",  # a version-4 reader opens no salted seal
+            },
+        ],
+        "params_mac_hex": v5.params_mac.hex(),
+    }
+
+
+def as_version_4(vol: Path) -> None:
+    """A new volume made as a version-4 writer makes it: unsalted seals, no dir-ids key, a bare
+    16-byte root tweak (test only: the product writes version 5)."""
+    cfg = config.VolumeConfig.load(vol)
+    vk = cfg.unlock_passphrase(PASSPHRASE)
+    old = keys.VolumeKeys(vk.volume_id, vk.kek, vk.names, vk.xattr_names, vk.xattr_values, vk.rules_mac, version=4)
+    cfg.wrapped = old.wrapped()
+    cfg.key_sources = [
+        config.passphrase_source(vk.kek, vk.volume_id, PASSPHRASE, "primary", 4),
+        config.passphrase_source(vk.kek, vk.volume_id, "recovery words", "recovery", 4),
+    ]
+    (vol / names.DIRIV).chmod(0o600)
+    (vol / names.DIRIV).write_bytes((vol / names.DIRIV).read_bytes()[: names.DIRIV_BYTES])
+    cfg.version = 4
+    cfg.params_mac = cfg._mac(vk.rules_mac)
+    cfg.save(vol)
+
+
 def main() -> None:
-    os.environ["STRONGROOM_ARGON2_MEMORY_KIB"] = "256"  # cheap parameters, stored in the vector
+    os.environ["STRONGROOM_ARGON2_MEMORY_KIB"] = "8192"  # the floor: cheap, stored in the vector
     os.environ["STRONGROOM_ARGON2_ITERATIONS"] = "1"
     with tempfile.TemporaryDirectory() as tmp:
         vol = Path(tmp) / "vol"
         volume.init_volume(vol, PASSPHRASE, recovery_passphrase="recovery words")
+        as_version_4(vol)
         written = json.loads((vol / config.CONFIG).read_text())
         diriv = (vol / names.DIRIV).read_bytes()
         vk = config.VolumeConfig.from_json(written).unlock_passphrase(PASSPHRASE)
@@ -414,6 +583,7 @@ def main() -> None:
             "note": "a directory with a long name derives its tweak from its whole lower name (§6)",
         },
         "negative_configs": negative_configs(vk, cfg_json),
+        "v5": version_5(),
     }
     OUT.write_text(json.dumps(vectors, indent=1) + "\n")
     print(f"wrote {OUT}")

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from strongroom.fs import config, mount, names
+from strongroom.fs import config, durable, keys, mount, names
 from strongroom.fs.volume import init_volume
 
 PASSPHRASE = "volume passphrase"
@@ -34,6 +34,11 @@ class Mount:
         Strongroom would have made it (the version is covered by the parameters' MAC)."""
         cfg = config.VolumeConfig.load(self.lower)
         vk = cfg.unlock_passphrase(PASSPHRASE)
+        if version < keys.V5 <= cfg.version:  # unsalted seals, no dir-ids key, a bare root tweak
+            old = keys.VolumeKeys(vk.volume_id, vk.kek, vk.names, vk.xattr_names, vk.xattr_values, vk.rules_mac, version=version)
+            cfg.wrapped = old.wrapped()
+            cfg.key_sources = [config.passphrase_source(vk.kek, vk.volume_id, PASSPHRASE, version=version)]
+            durable.replace_file(self.lower / names.DIRIV, (self.lower / names.DIRIV).read_bytes()[: names.DIRIV_BYTES], 0o400)
         cfg.version = version
         cfg.params_mac = cfg._mac(vk.rules_mac)
         cfg.save(self.lower)
@@ -46,7 +51,7 @@ class Mount:
         """The lower entry of the plaintext name ``plain`` in the lower directory ``directory``
         (the root by default; it must store its tweak, as the root does)."""
         directory = directory or self.lower
-        iv = (directory / names.DIRIV).read_bytes()
+        iv = (directory / names.DIRIV).read_bytes()[: names.DIRIV_BYTES]  # (version 5: its tags follow)
         return directory / self.name_cipher().lower_name(plain.encode(), iv)[0]
 
     def start(self, *extra: str) -> Mount:

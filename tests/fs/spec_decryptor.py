@@ -36,6 +36,19 @@ def OPEN(key: bytes, aad: bytes, sealed: bytes) -> bytes:  # noqa: N802 - the sp
     return AESGCM(key).decrypt(sealed[:12], sealed[12:], aad)
 
 
+def SUBKEY(key: bytes, purpose: bytes, salt: bytes) -> bytes:  # noqa: N802 - the spec's name
+    return hmac.digest(key, b"strongroom/v5/subkey\x00" + purpose + b"\x00" + salt, "sha256")
+
+
+def OPEN_SALTED(key: bytes, purpose: bytes, aad: bytes, sealed: bytes) -> bytes:  # noqa: N802
+    """§1, version 5: salt(16) ‖ SEAL(SUBKEY(key, purpose, salt), aad, p)."""
+    return OPEN(SUBKEY(key, purpose, sealed[:16]), aad, sealed[16:])
+
+
+def open_v(version: int, key: bytes, purpose: bytes, aad: bytes, sealed: bytes) -> bytes:
+    return OPEN_SALTED(key, purpose, aad, sealed) if version >= 5 else OPEN(key, aad, sealed)
+
+
 def source_key_from_passphrase(source: dict[str, Any], passphrase: str) -> bytes:
     kdf = source["kdf"]
     assert kdf["name"] == "argon2id"
@@ -79,13 +92,16 @@ def check_config(config: dict[str, Any]) -> None:
         digest = hashlib.sha256(b"strongroom/v1/config-checksum\x00" + canonical(body)).digest()
         if b64u(digest) != config["checksum"]:
             raise ValueError("damaged config")
-    if config["version"] not in (1, 2, 3, 4):
+    if config["version"] not in (1, 2, 3, 4, 5):
         raise ValueError("unknown version")
+    floor = 8192 if config["version"] >= 5 else 0
     for source in config["key_sources"]:
         if source["type"] == "passphrase":
             kdf = source["kdf"]
             m, t, p = kdf["memory_kib"], kdf["iterations"], kdf["lanes"]
-            if not all(type(x) is int for x in (m, t, p)) or not (1 <= p <= 16 and 8 * p <= m <= 1 << 20 and 1 <= t <= 16):
+            if not all(type(x) is int for x in (m, t, p)) or not (
+                1 <= p <= 16 and max(8 * p, floor) <= m <= 1 << 20 and 1 <= t <= 16
+            ):
                 raise ValueError("KDF parameters out of bounds")
             if not 8 <= len(unb64u(kdf["salt"])) <= 64:
                 raise ValueError("salt out of bounds")
@@ -95,17 +111,19 @@ def unlock(config: dict[str, Any], passphrase: str | None = None, deposit: bytes
     """§4: KEK from the first trustee source (``deposit``: its deposit's content) or from the
     passphrase sources, primary first; then every wrapped key; checks params_mac."""
     check_config(config)
-    volume_id = unb64u(config["volume_id"])
+    volume_id, v = unb64u(config["volume_id"]), config["version"]
     if deposit is not None:
         source = next(s for s in config["key_sources"] if s["type"] == "trustee")
-        kek = OPEN(deposit, b"strongroom/v1/kek\x00" + volume_id + b"trustee", unb64u(source["sealed_kek"]))
+        kek = open_v(v, deposit, b"kek", b"strongroom/v1/kek\x00" + volume_id + b"trustee", unb64u(source["sealed_kek"]))
     else:
         assert passphrase is not None
         found = [s for s in config["key_sources"] if s["type"] == "passphrase"]
         for source in [s for s in found if s.get("role") == "primary"] + [s for s in found if s.get("role") != "primary"]:
             try:
-                kek = OPEN(
+                kek = open_v(
+                    v,
                     source_key_from_passphrase(source, passphrase),
+                    b"kek",
                     b"strongroom/v1/kek\x00" + volume_id + b"passphrase",
                     unb64u(source["sealed_kek"]),
                 )
@@ -114,13 +132,16 @@ def unlock(config: dict[str, Any], passphrase: str | None = None, deposit: bytes
                 continue
         else:
             raise ValueError("wrong passphrase")
-    keys = {"kek": kek, "volume_id": volume_id}
-    assert set(config["wrapped"]) == {"names", "xattr-names", "xattr-values", "rules-mac"}
+    keys = {"kek": kek, "volume_id": volume_id, "version": v}
+    assert set(config["wrapped"]) == {"names", "xattr-names", "xattr-values", "rules-mac"} | ({"dir-ids"} if v >= 5 else set())
     for purpose, wrapped in config["wrapped"].items():
-        keys[purpose] = OPEN(kek, b"strongroom/v1/" + purpose.encode() + b"\x00" + volume_id, unb64u(wrapped))
+        aad = b"strongroom/v1/" + purpose.encode() + b"\x00" + volume_id
+        keys[purpose] = open_v(v, kek, purpose.encode(), aad, unb64u(wrapped))
     fields = {k: config[k] for k in ("block_size", "cipher", "format", "long_name_max", "names", "version", "volume_id")}
     if "acl" in config:
         fields["acl"] = config["acl"]
+    if v >= 5:
+        fields["key_sources"] = [{k: x for k, x in s.items() if k != "sealed_kek"} for s in config["key_sources"]]
     mac = hmac.new(keys["rules-mac"], b"strongroom/v1/params\x00" + canonical(fields), hashlib.sha256).digest()
     if not hmac.compare_digest(mac, unb64u(config["params_mac"])):
         raise ValueError("params_mac")
@@ -131,21 +152,35 @@ def retired_keks(config: dict[str, Any], keys: dict[str, bytes]) -> list[bytes]:
     """§7: the KEK ring, newest first (empty before any rotation)."""
     if "retired_keks" not in config:
         return []
-    ring = OPEN(keys["kek"], b"strongroom/v1/retired-keks\x00" + keys["volume_id"], unb64u(config["retired_keks"]))
+    aad = b"strongroom/v1/retired-keks\x00" + keys["volume_id"]
+    ring = open_v(config["version"], keys["kek"], b"retired-keks", aad, unb64u(config["retired_keks"]))
     assert len(ring) % 32 == 0
     return [ring[i : i + 32] for i in range(0, len(ring), 32)]
 
 
-def decrypt_file(lower: bytes, kek: bytes, volume_id: bytes, holes: bool = False) -> bytes:
-    """§5; ``holes``: version 3, where every block but the last may be a hole (4,124 zero bytes)."""
+FILE, SYMLINK, EXPORT = 1, 2, 3  # §5: the object kinds of a version-5 header
+
+
+def file_key_of(header: bytes, kek: bytes, volume_id: bytes, kind: int) -> bytes:
+    """§5: the header of an object of ``kind`` (0: of a version 1-4 volume, version 1 flags 0)."""
+    if header[:4] != b"SRF1":
+        raise ValueError("bad magic")
+    want = (2, kind) if kind else (1, 0)
+    if struct.unpack(">HH", header[4:8]) != want:
+        raise ValueError("unsupported file version or another object kind")
+    aad = b"strongroom/v1/file\x00" + volume_id + header[:24]
+    return OPEN(SUBKEY(kek, b"file", header[8:24]) if kind else kek, aad, header[24:84])
+
+
+def decrypt_file(lower: bytes, kek: bytes, volume_id: bytes, holes: bool = False, kind: int = 0) -> bytes:
+    """§5; ``holes``: version 3, where every block but the last may be a hole (4,124 zero bytes);
+    ``kind``: what a version-5 volume's object must be."""
     if not lower:
         return b""
     if len(lower) < 84 + 29 or 0 < (len(lower) - 84) % 4124 <= 28:
         raise ValueError("impossible size")
-    if lower[:4] != b"SRF1" or struct.unpack(">HH", lower[4:8]) != (1, 0):
-        raise ValueError("not a Strongroom file of version 1")
     file_id = lower[8:24]
-    file_key = OPEN(kek, b"strongroom/v1/file\x00" + volume_id + lower[:24], lower[24:84])
+    file_key = file_key_of(lower[:84], kek, volume_id, kind)
     out = []
     starts = range(84, len(lower), 4124)
     for i, start in enumerate(starts):
@@ -173,29 +208,50 @@ def decrypt_name(lower_name: str, name_key: bytes, diriv: bytes, sidecar: str | 
     return name
 
 
-def derive_tweak(parent_tweak: bytes, lower_name: str) -> bytes:
-    """§6, version 2."""
+def derive_tweak(parent_tweak: bytes, lower_name: str, dir_key: bytes | None = None) -> bytes:
+    """§6: version 2-4, or keyed by the dir-ids key (version 5)."""
+    if dir_key is not None:
+        return hmac.digest(dir_key, b"strongroom/v5/tweak\x00" + parent_tweak + lower_name.encode(), "sha256")[:16]
     return hashlib.sha256(b"strongroom/v2/tweak\x00" + parent_tweak + lower_name.encode()).digest()[:16]
 
 
-def directory_tweak(lower_dir: Path, parent_tweak: bytes | None, version: int) -> bytes:
-    """§6: the stored tweak, or (version 2, below the root) the one derived from the parent's."""
+def tweak_tag(dir_key: bytes, place: bytes, tweak: bytes, lower_name: str) -> bytes:
+    """§6, version 5: a stored tweak's tag for the directory ``lower_name`` in the one whose
+    tweak is ``place`` (the root: the volume id and the empty name)."""
+    return hmac.digest(dir_key, b"strongroom/v5/diriv\x00" + place + tweak + lower_name.encode(), "sha256")[:16]
+
+
+def directory_tweak(
+    lower_dir: Path, parent_tweak: bytes | None, version: int, keys: dict[str, Any] | None = None, lower_name: str | None = None
+) -> bytes:
+    """§6: the stored tweak, or (version 2, below the root) the one derived from the parent's;
+    version 5 (``keys``): keyed, and a stored one carries its tags."""
+    name = lower_dir.name if lower_name is None else lower_name
+    dir_key = keys["dir-ids"] if version >= 5 and keys is not None else None
     stored = lower_dir / "strongroom.diriv"
+    sizes = (32, 48) if dir_key is not None else (16,)
     try:
         st = stored.lstat()
     except FileNotFoundError:
         if parent_tweak is None or version < 2:
             raise ValueError("a directory without its tweak") from None
-        return derive_tweak(parent_tweak, lower_dir.name)
-    if not stat.S_ISREG(st.st_mode) or st.st_size != 16:  # never follow, never block, never read more
-        raise ValueError("a stored tweak that is not a 16-byte regular file")
+        return derive_tweak(parent_tweak, name, dir_key)
+    if not stat.S_ISREG(st.st_mode) or st.st_size not in sizes:  # never follow, never block, never read more
+        raise ValueError("a stored tweak that is not a regular file of its size")
     fd = os.open(stored, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
-        tweak = os.read(fd, 17)
+        raw = os.read(fd, max(sizes) + 1)
     finally:
         os.close(fd)
-    if len(tweak) != 16:
-        raise ValueError("a stored tweak that is not 16 bytes")
+    if len(raw) not in sizes:
+        raise ValueError("a stored tweak of the wrong size")
+    tweak = raw[:16]
+    if dir_key is not None:
+        assert keys is not None
+        place, own = (keys["volume_id"], "") if parent_tweak is None else (parent_tweak, name)
+        want = tweak_tag(dir_key, place, tweak, own)
+        if not any(hmac.compare_digest(raw[i : i + 16], want) for i in range(16, len(raw), 16)):
+            raise ValueError("a stored tweak that does not authenticate here")
     return tweak
 
 
@@ -204,10 +260,12 @@ def read_tree(volume: Path, passphrase: str) -> dict[str, bytes | None]:
     b"-> " + target for a symlink, b"special " + its octal type for a FIFO, socket or device)."""
     config = json.loads((volume / "strongroom.volume.json").read_text())
     keys = unlock(config, passphrase)
+    v = config["version"]
+    kind = (lambda k: k) if v >= 5 else (lambda k: 0)
     out: dict[str, bytes | None] = {}
 
     def walk(lower: Path, plain: str, parent_tweak: bytes | None) -> None:
-        tweak = directory_tweak(lower, parent_tweak, config["version"])
+        tweak = directory_tweak(lower, parent_tweak, v, keys)
         for entry in sorted(lower.iterdir()):
             n = entry.name
             if n.startswith("strongroom.") and not (n.startswith("strongroom.longname.") and not n.endswith(".name")):
@@ -216,12 +274,12 @@ def read_tree(volume: Path, passphrase: str) -> dict[str, bytes | None]:
             path = plain + "/" + decrypt_name(n, keys["names"], tweak, sidecar).decode()
             if entry.is_symlink():
                 raw = os.readlink(entry)
-                out[path] = b"-> " + decrypt_file(unb64u(raw), keys["kek"], keys["volume_id"])
+                out[path] = b"-> " + decrypt_file(unb64u(raw), keys["kek"], keys["volume_id"], kind=kind(SYMLINK))
             elif entry.is_dir():
                 out[path] = None
                 walk(entry, path, tweak)
             elif entry.is_file():
-                out[path] = decrypt_file(entry.read_bytes(), keys["kek"], keys["volume_id"], config["version"] >= 3)
+                out[path] = decrypt_file(entry.read_bytes(), keys["kek"], keys["volume_id"], v >= 3, kind(FILE))
             else:  # a FIFO, socket or device node: its lower entry is the special file itself
                 out[path] = b"special " + oct(stat.S_IFMT(entry.lstat().st_mode)).encode()
 
@@ -234,7 +292,7 @@ def decrypt_xattr(lower_name: str, value: bytes, keys: dict[str, bytes], binding
     assert lower_name.startswith("user.sr.")
     name = AESSIV(keys["xattr-names"]).decrypt(unb64u(lower_name[8:]), [b"strongroom/v1/xattr-name"]).decode()
     ad = b"strongroom/v1/xattr-value\x00" + lower_name.encode() + (b"" if binding is None else b"\x00" + binding)
-    plain = OPEN(keys["xattr-values"], ad, value)
+    plain = open_v(keys.get("version", 4), keys["xattr-values"], b"xattr-value", ad, value)
     return "user." + name, plain
 
 
@@ -272,9 +330,10 @@ def _decrypt_standalone(data: bytes, passphrase: str | None, volume_kek: bytes |
         )
     body = data[8 + length :]
     file_part, end = body[:-36], body[-36:]
-    plain = decrypt_file(file_part, kek, volume_id) if len(file_part) > 84 else b""
+    kind = EXPORT if file_part[4:6] == b"\x00\x02" else 0  # a file made before version 5 has no kind
+    plain = decrypt_file(file_part, kek, volume_id, kind=kind) if len(file_part) > 84 else b""
     file_id = file_part[8:24]
-    file_key = OPEN(kek, b"strongroom/v1/file\x00" + volume_id + file_part[:24], file_part[24:84])
+    file_key = file_key_of(file_part[:84], kek, volume_id, kind)
     size = struct.unpack(">Q", OPEN(file_key, file_id + b"\xff" * 8, end))[0]
     assert size == len(plain), "cut"
     return plain

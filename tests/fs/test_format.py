@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import io
 import json
@@ -149,8 +150,8 @@ def test_config_tampering_is_refused() -> None:
     with pytest.raises(config.ConfigError, match="do not open"):
         config.VolumeConfig.from_json(bad).unlock_passphrase(V["passphrase"])
     bad = json.loads(json.dumps(V["config"]))
-    bad["version"] = 5
-    with pytest.raises(config.ConfigError, match="version 5; this Strongroom reads versions 1, 2, 3 and 4"):
+    bad["version"] = 6
+    with pytest.raises(config.ConfigError, match="version 6; this Strongroom reads versions 1, 2, 3, 4 and 5"):
         config.VolumeConfig.from_json(bad)
     bad["version"] = 2  # the vectors' volume is version 1: the version is a parameter params_mac covers
     with pytest.raises(config.ConfigError, match="parameters were changed"):
@@ -238,7 +239,7 @@ def test_more_positive_vectors(vk: keys.VolumeKeys) -> None:
 def test_spec_canonical_json_is_the_configs_encoding() -> None:
     """§4 defines canonical JSON in bytes; the spec's encoder, written from that text, gives the
     bytes every checksum and params_mac of the vectors was made over."""
-    odd = {"x": "\x7f\x01\n/é\U0001f600\"\\", "a": [1, -2, True, None]}
+    odd = {"x": '\x7f\x01\n/é\U0001f600"\\', "a": [1, -2, True, None]}
     samples = [V["config"], *(c for c in V["configs"].values() if "format" in c), odd]
     for sample in samples:
         assert spec.canonical(sample) == json.dumps(sample, sort_keys=True, separators=(",", ":")).encode()
@@ -251,7 +252,7 @@ def test_each_version_s_config_opens_to_the_same_keys(vk: keys.VolumeKeys, versi
     n = int(version[1])
     assert (got.version, got.derived_tweaks, got.holes, got.bound_xattrs) == (n, n >= 2, n >= 3, n >= 4)
     assert ("checksum" in cfg) == (n >= 3)
-    assert got.unlock_passphrase(V["passphrase"]) == vk
+    assert got.unlock_passphrase(V["passphrase"]) == dataclasses.replace(vk, version=n)
     sk = spec.unlock(cfg, V["passphrase"])
     assert [sk[p] for p in ("kek", "names", "xattr-names", "xattr-values", "rules-mac")] == [
         bytes.fromhex(V["keys_hex"][p]) for p in ("kek", "names", "xattr-names", "xattr-values", "rules-mac")
@@ -281,7 +282,7 @@ def test_a_trustee_key_source_opens_with_its_deposit(vk: keys.VolumeKeys) -> Non
     t = V["configs"]["v4_trustee"]
     deposit = bytes.fromhex(t["deposit_hex"])
     cfg = config.VolumeConfig.from_json(t["config"])
-    assert cfg.unlock_trustee(lambda source: deposit) == vk
+    assert cfg.unlock_trustee(lambda source: deposit) == dataclasses.replace(vk, version=4)
     assert spec.unlock(t["config"], deposit=deposit)["kek"] == vk.kek
     with pytest.raises(config.ConfigError, match="does not open"):
         cfg.unlock_trustee(lambda source: bytes(32))
@@ -333,9 +334,9 @@ def test_negative_diriv_vectors_make_their_directory_unreadable(vk: keys.VolumeK
         os.mkfifo(stored)  # a reader that opened it to read would hang here
     told: list[str] = []
     nc = names.NameCipher(vk.names)
-    resolver = Resolver(str(tmp_path), nc, True, lambda what, block, why: told.append(why), Beneath(str(tmp_path)))
+    resolver = Resolver(str(tmp_path), nc, names.Tweaks(4), lambda what, block, why: told.append(why), Beneath(str(tmp_path)))
     with pytest.raises(OSError) as e:
-        resolver.stored_diriv(str(d))
+        resolver.tweak(str(d), bytes(16), "d")
     assert e.value.errno == errno.EIO and told
     with pytest.raises(ValueError):  # noqa: PT011
         spec.directory_tweak(d, bytes(16), 4)
@@ -379,10 +380,11 @@ def _materialize(tree: dict, where: Path) -> Path:
     return vol
 
 
-def test_a_whole_lower_tree_reads_the_same_with_the_code_and_the_spec(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", ["v4", "v5"])
+def test_a_whole_lower_tree_reads_the_same_with_the_code_and_the_spec(tmp_path: Path, version: str) -> None:
     from strongroom.fs.fuse_ops import VolumeOps
 
-    tree = V["tree"]
+    tree = V["tree"] if version == "v4" else V["v5"]["tree"]
     vol = _materialize(tree, tmp_path)
     want = {p: (None if v is None else v.encode()) for p, v in tree["plaintext"].items()}
     got = spec.read_tree(vol, V["passphrase"])
@@ -417,3 +419,104 @@ def test_a_whole_lower_tree_reads_the_same_with_the_code_and_the_spec(tmp_path: 
     file_id = bytes.fromhex(carriers[0]["content_hex"])[8:24]
     ((lower_name, sealed),) = carriers[0]["xattrs_hex"].items()
     assert spec.decrypt_xattr(lower_name, bytes.fromhex(sealed), sk, b"file\x00" + file_id) == ("user.comment", b"an attribute")
+
+
+# -- version 5 ----------------------------------------------------------------------------------
+V5 = V["v5"]
+
+
+@pytest.fixture(scope="module")
+def vk5() -> keys.VolumeKeys:
+    return config.VolumeConfig.from_json(V5["config"]).unlock_passphrase(V5["passphrase"])
+
+
+def test_v5_config_opens_to_every_key_with_the_code_and_the_spec(vk5: keys.VolumeKeys) -> None:
+    assert vk5.version == 5
+    sk = spec.unlock(V5["config"], V5["passphrase"])
+    for purpose, value in V5["keys_hex"].items():
+        assert sk[purpose].hex() == value and vk5.by_purpose(purpose if purpose != "kek" else "names") is not None
+    assert vk5.kek.hex() == V5["keys_hex"]["kek"] and vk5.dir_ids.hex() == V5["keys_hex"]["dir-ids"]
+    assert spec.unlock(V5["config"], "recovery words")["kek"] == vk5.kek
+
+
+def test_v5_objects_read_with_the_code_and_the_spec(vk5: keys.VolumeKeys) -> None:
+    f = V5["file"]
+    lower = bytes.fromhex(f["lower_hex"])
+    assert spec.decrypt_file(lower, vk5.kek, vk5.volume_id, True, spec.FILE).hex() == f["plaintext_hex"]
+    header = content.FileHeader.decode(lower[:84], vk5.kek, vk5.volume_id, keys.FILE)
+    assert content.FileCipher(header).open(0, lower[84:], 1).hex() == f["plaintext_hex"]
+    link = names.unb64u(V5["symlink"]["lower_target"])
+    assert spec.decrypt_file(link, vk5.kek, vk5.volume_id, kind=spec.SYMLINK).decode() == V5["symlink"]["target"]
+    x = V5["xattr_bound"]
+    binding = b"file\x00" + bytes.fromhex(x["file_id_hex"])
+    sk = spec.unlock(V5["config"], V5["passphrase"])
+    assert spec.decrypt_xattr(x["lower_name"], bytes.fromhex(x["file_value_hex"]), sk, binding) == (
+        x["name"],
+        x["value"].encode(),
+    )
+    xc = xattrs.XattrCipher(vk5.xattr_names, vk5.xattr_values, salted=True)
+    assert xc.open_value(x["lower_name"], bytes.fromhex(x["file_value_hex"]), binding) == x["value"].encode()
+    sa = bytes.fromhex(V5["standalone_volume"]["encrypted_hex"])
+    assert spec.decrypt_standalone(sa, volume_kek=vk5.kek).decode() == V5["standalone_volume"]["plaintext"]
+
+
+def test_v5_tweaks_are_keyed_and_bound_to_their_place(vk5: keys.VolumeKeys) -> None:
+    tw = names.Tweaks(5, vk5.dir_ids, vk5.volume_id)
+    d = V5["derived_tweak"]
+    parent = bytes.fromhex(d["parent_hex"])
+    assert tw.derive(parent, d["lower_name"]).hex() == d["tweak_hex"]
+    assert spec.derive_tweak(parent, d["lower_name"], vk5.dir_ids).hex() == d["tweak_hex"]
+    root = bytes.fromhex(V5["root_diriv_hex"])
+    assert tw.read(root, None, "").hex() == V5["root_tweak_hex"]
+    s = V5["stored_tweak"]
+    for raw in (s["diriv_hex"], s["during_a_move_hex"]):
+        assert tw.read(bytes.fromhex(raw), parent, s["lower_name"]).hex() == s["tweak_hex"]
+    assert tw.read(bytes.fromhex(s["during_a_move_hex"]), parent, s["moving_to"]).hex() == s["tweak_hex"]
+
+
+@pytest.mark.parametrize("case", V5["negative_dirivs"], ids=lambda c: c["case"])
+def test_v5_negative_diriv_vectors_make_their_directory_unreadable(vk5: keys.VolumeKeys, case: dict, tmp_path: Path) -> None:
+    s = V5["stored_tweak"]
+    parent = bytes.fromhex(s["parent_hex"])
+    with pytest.raises(names.BadName):
+        names.Tweaks(5, vk5.dir_ids, vk5.volume_id).read(bytes.fromhex(case["content_hex"]), parent, s["lower_name"])
+    d = tmp_path / s["lower_name"]
+    d.mkdir()
+    (d / "strongroom.diriv").write_bytes(bytes.fromhex(case["content_hex"]))
+    sk = spec.unlock(V5["config"], V5["passphrase"])
+    with pytest.raises(ValueError):
+        spec.directory_tweak(d, parent, 5, sk)
+
+
+@pytest.mark.parametrize("case", V5["negative_files"], ids=lambda c: c["case"])
+def test_v5_negative_file_vectors_are_refused_by_the_code_and_the_spec(vk5: keys.VolumeKeys, case: dict) -> None:
+    lower = bytes.fromhex(case["lower_hex"])
+    with pytest.raises(content.DamagedFile, match=case["refusal"]):
+        content.FileHeader.decode(lower[:84], vk5.kek, vk5.volume_id, keys.FILE)
+    with pytest.raises(Exception):  # noqa: B017, PT011
+        spec.decrypt_file(lower, vk5.kek, vk5.volume_id, True, spec.FILE)
+
+
+def test_v5_negative_symlink_and_xattr_vectors_are_refused(vk5: keys.VolumeKeys) -> None:
+    for case in V5["negative_symlinks"]:
+        sealed = names.unb64u(case["lower_target"])
+        with pytest.raises(content.DamagedFile, match="object kind"):
+            content.FileHeader.decode(sealed[:84], vk5.kek, vk5.volume_id, keys.SYMLINK)
+        with pytest.raises(Exception):  # noqa: B017, PT011
+            spec.decrypt_file(sealed, vk5.kek, vk5.volume_id, kind=spec.SYMLINK)
+    sk = spec.unlock(V5["config"], V5["passphrase"])
+    xc = xattrs.XattrCipher(vk5.xattr_names, vk5.xattr_values, salted=True)
+    for case in V5["negative_xattrs"]:
+        binding, value = bytes.fromhex(case["binding_hex"]), bytes.fromhex(case["value_hex"])
+        with pytest.raises(keys.WrongKey):
+            xc.open_value(case["lower_name"], value, binding)
+        with pytest.raises(Exception):  # noqa: B017, PT011
+            spec.decrypt_xattr(case["lower_name"], value, sk, binding)
+
+
+@pytest.mark.parametrize("case", V5["negative_configs"], ids=lambda c: c["case"])
+def test_v5_negative_config_vectors_are_refused_by_the_code_and_the_spec(case: dict) -> None:
+    with pytest.raises(config.ConfigError, match=case["refusal"]):
+        config.VolumeConfig.from_json(case["config"]).unlock_passphrase(V5["passphrase"])
+    with pytest.raises(Exception):  # noqa: B017, PT011
+        spec.unlock(case["config"], V5["passphrase"])

@@ -57,7 +57,7 @@ def _fsck(m: Mount) -> subprocess.CompletedProcess[bytes]:
 
 
 def _lower_dir(m: Mount, plain: str) -> Path:
-    iv = (m.lower / names.DIRIV).read_bytes()
+    iv = (m.lower / names.DIRIV).read_bytes()[: names.DIRIV_BYTES]
     return m.lower / m.name_cipher().lower_name(plain.encode(), iv)[0]
 
 
@@ -94,7 +94,7 @@ def test_a_planted_long_name_sidecar_is_that_entry_alone(tmp_path: Path, plant: 
         (m.mnt / long_b).write_text("B")
         (m.mnt / "short").write_text("S")
         m.stop()
-        iv = (m.lower / names.DIRIV).read_bytes()
+        iv = (m.lower / names.DIRIV).read_bytes()[: names.DIRIV_BYTES]
         lower_a = m.name_cipher().lower_name(long_a.encode(), iv)[0]
         sidecar = m.lower / (lower_a + names.LONG_SUFFIX)
         sidecar.unlink()

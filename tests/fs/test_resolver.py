@@ -28,7 +28,7 @@ def _resolver(root: Path) -> tuple[Resolver, CountingCipher, bytes]:
     iv = names.new_diriv()
     (root / names.DIRIV).write_bytes(iv)
     cipher = CountingCipher()
-    return Resolver(str(root), cipher, True, lambda *_: None, Beneath(str(root))), cipher, iv
+    return Resolver(str(root), cipher, names.Tweaks(4), lambda *_: None, Beneath(str(root))), cipher, iv
 
 
 def test_a_name_made_here_lists_without_decrypting_and_others_still_decrypt(tmp_path: Path) -> None:

@@ -73,8 +73,8 @@ def test_rotation_rewraps_everything_and_the_old_kek_opens_nothing(tmp_path: Pat
         cfg.unlock_with_kek(old.kek)  # the old KEK opens no wrapped key
     for raw in _lower_headers(vol):
         with pytest.raises(content.DamagedFile):
-            content.FileHeader.decode(raw, old.kek, old.volume_id)  # nor any file key
-        content.FileHeader.decode(raw, new.kek, new.volume_id)
+            content.FileHeader.decode(raw, old.kek, old.volume_id, keys.FILE)  # nor any file key
+        content.FileHeader.decode(raw, new.kek, new.volume_id, keys.FILE)
     data_after = {
         p.name: p.read_bytes()[content.HEADER :]
         for p in vol.rglob("*")

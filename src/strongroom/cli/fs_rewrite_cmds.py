@@ -37,6 +37,11 @@ def _held(volume: Path) -> Iterator[None]:
 @fs.command("rotate")
 @click.argument("volume", type=click.Path(file_okay=False, path_type=Path))
 @click.option(
+    "--full",
+    is_flag=True,
+    help="Renew every key, not only the KEK: names, attributes, rules and file contents are written anew.",
+)
+@click.option(
     "--recovery-passphrase-file",
     type=click.Path(dir_okay=False, path_type=Path),
     help="The recovery passphrase, if the volume has one.",
@@ -47,6 +52,7 @@ def _held(volume: Path) -> Iterator[None]:
 @_fs_errors
 def fs_rotate(
     volume: Path,
+    full: bool,
     recovery_passphrase_file: Path | None,
     passphrase_file: Path | None,
     profile: Path | None,
@@ -55,19 +61,80 @@ def fs_rotate(
 ) -> None:
     """Give an unmounted volume a new key-encryption key: every wrapped key is re-wrapped (no data
     is rewritten) and the old key opens nothing afterwards.  Needs every key source's secret.
-    Safe to interrupt: run it again to finish.  (After a key leak, use fs reencrypt.)
+    Safe to interrupt: run it again to finish.  With --full every key is renewed -- KEK, name,
+    attribute, rules-MAC and directory keys, every file key and id -- and the volume is written
+    anew beside itself (it needs room for a second copy while it runs): after it, no old key and
+    no old copy of the config opens anything in the volume.
 
     \b
     Example:
       strongroom fs rotate /srv/vault --recovery-passphrase-file recovery.pw
+      strongroom fs rotate --full /srv/vault --passphrase-file vault.pw
     """
     from strongroom.fs import mount, rotate
-    from strongroom.fs.config import ConfigError, VolumeConfig, passphrase_source_key
-    from strongroom.fs.volume import fetch_source_key
 
     if (where := mount.volume_mounted(volume)) is not None:
         raise CliError(f"{volume} is mounted at {where}: unmount it first")
+    checked = _every_source_key(volume, passphrase_file, recovery_passphrase_file, profile, servers, "rotation")
+    if full:
+        _rotate_full(volume, checked, as_json)
+        return
+    with _held(volume):
+        total = sum(1 for _ in rotate.lower_entries(volume))
+        with progress_bar("re-wrapping keys", total) as advance:
+            result = rotate.rotate(volume, checked, advance)
+    out = {"volume": str(volume), "headers": result.headers, "symlinks": result.symlinks, "already_rotated": result.already}
+    emit(
+        out,
+        as_json,
+        lambda o: click.echo(f"rotated: {o['headers']} file headers and {o['symlinks']} symlinks re-wrapped under a new key"),
+    )
+
+
+def _rotate_full(volume: Path, checked: Any, as_json: bool) -> None:
+    from strongroom.fs import fullrotate
+
+    with _held(volume):
+        try:
+            with progress_bar("renewing every key", fullrotate.count(volume)) as advance:
+                result = fullrotate.rotate_full(volume, checked, advance)
+        except fullrotate.RotationError as e:
+            raise CliError(str(e)) from None
+    out = {
+        "volume": str(volume),
+        "full": True,
+        "files": result.files,
+        "bytes": result.bytes,
+        "directories": result.directories,
+        "symlinks": result.symlinks,
+        "special": result.special,
+    }
+    emit(
+        out,
+        as_json,
+        lambda o: click.echo(
+            f"every key renewed: {o['files']} files ({o['bytes']} bytes), {o['directories']} directories and "
+            f"{o['symlinks']} symlinks written anew under new keys"
+        ),
+    )
+
+
+def _every_source_key(
+    volume: Path,
+    passphrase_file: Path | None,
+    recovery_passphrase_file: Path | None,
+    profile: Path | None,
+    servers: tuple[str, ...],
+    why: str,
+) -> Any:
+    """source -> its source key, checked against the volume's config: the commands that seal
+    the volume key under every key source again need every source's secret.  Its ``renew(source,
+    kek)`` makes a passphrase source anew, with the passphrase given and fresh parameters."""
+    from strongroom.fs.config import ConfigError, VolumeConfig, passphrase_source, passphrase_source_key
+    from strongroom.fs.volume import fetch_source_key
+
     cfg = VolumeConfig.load(volume)
+    given: dict[str, str] = {}  # role -> the passphrase read for it
 
     def source_key(source: dict[str, Any]) -> bytes:
         if source["type"] == "trustee":
@@ -75,12 +142,17 @@ def fs_rotate(
         if source.get("role") == "recovery":
             if recovery_passphrase_file is None and not sys.stdin.isatty():
                 raise CliError(
-                    "this volume has a recovery passphrase: pass --recovery-passphrase-file (rotation re-seals every key source)"
+                    f"this volume has a recovery passphrase: pass --recovery-passphrase-file ({why} re-seals every key source)"
                 )
             pw = read_passphrase(recovery_passphrase_file, what="Recovery passphrase")
         else:
             pw = read_passphrase(passphrase_file, what="Volume passphrase")
-        return passphrase_source_key(source, pw)
+        given[source.get("role", "primary")] = pw
+        return passphrase_source_key(source, pw, cfg.version)
+
+    def renew(source: dict[str, Any], kek: bytes) -> dict[str, Any]:
+        role = source.get("role", "primary")
+        return passphrase_source(kek, cfg.volume_id, given[role], role)
 
     def checked(source: dict[str, Any]) -> bytes:
         key = source_key(source)
@@ -92,15 +164,68 @@ def fs_rotate(
             ) from None
         return key
 
+    checked.renew = renew  # type: ignore[attr-defined]
+    return checked
+
+
+@fs.command("upgrade")
+@click.argument("volume", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--recovery-passphrase-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The recovery passphrase, if the volume has one.",
+)
+@passphrase_option
+@profile_option
+@json_option
+@_fs_errors
+def fs_upgrade(
+    volume: Path,
+    recovery_passphrase_file: Path | None,
+    passphrase_file: Path | None,
+    profile: Path | None,
+    servers: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Move an unmounted volume of format version 1-4 to version 5 in place: directory tweaks
+    bound to their place, object kinds in every header, salted seals, key sources under the
+    config's MAC.  Keys and contents stay; no mount starts until it is done.  Safe to
+    interrupt: run it again to finish.  Needs every key source's secret, as fs rotate does.
+
+    \b
+    Example:
+      strongroom fs upgrade /srv/vault --passphrase-file vault.pw
+    """
+    from strongroom.fs import mount, rotate, upgrade
+
+    if (where := mount.volume_mounted(volume)) is not None:
+        raise CliError(f"{volume} is mounted at {where}: unmount it first")
+    checked = _every_source_key(volume, passphrase_file, recovery_passphrase_file, profile, servers, "the upgrade")
     with _held(volume):
         total = sum(1 for _ in rotate.lower_entries(volume))
-        with progress_bar("re-wrapping keys", total) as advance:
-            result = rotate.rotate(volume, checked, advance)
-    out = {"volume": str(volume), "headers": result.headers, "symlinks": result.symlinks, "already_rotated": result.already}
+        try:
+            with progress_bar("upgrading to format version 5", total) as advance:
+                result = upgrade.upgrade(volume, checked, advance, checked.renew)
+        except upgrade.UpgradeError as e:
+            raise CliError(str(e)) from None
+    out = {
+        "volume": str(volume),
+        "version": 5,
+        "already": result.already,
+        "directories": result.directories,
+        "headers": result.headers,
+        "symlinks": result.symlinks,
+        "attributes": result.attributes,
+    }
     emit(
         out,
         as_json,
-        lambda o: click.echo(f"rotated: {o['headers']} file headers and {o['symlinks']} symlinks re-wrapped under a new key"),
+        lambda o: click.echo(
+            f"{o['volume']} is already format version 5"
+            if o["already"]
+            else f"upgraded to format version 5: {o['directories']} directories, {o['headers']} file headers, "
+            f"{o['symlinks']} symlinks and {o['attributes']} attribute values rewritten"
+        ),
     )
 
 

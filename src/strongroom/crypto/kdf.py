@@ -15,6 +15,9 @@ MEMORY_KIB_MAX = 1 << 20  # 1 GiB: 16x the default
 ITERATIONS_MAX = 16  # with the most memory, tens of seconds at worst
 LANES_MAX = 16
 SALT_BYTES = (8, 64)
+# The least memory a new seal is made with, and (format version 5 on) that a volume config may
+# name: below it, a GPU guesses passphrases cheaply.
+MEMORY_KIB_FLOOR = 8192
 
 
 class KdfParamsError(ValueError):
@@ -51,8 +54,8 @@ class Argon2Params:
         # the chosen values are always stored, so a volume never depends on the env.
         mem = memory_kib or int(os.environ.get("STRONGROOM_ARGON2_MEMORY_KIB", "65536"))
         its = iterations or int(os.environ.get("STRONGROOM_ARGON2_ITERATIONS", "3"))
-        if mem < 8 * 4 or its < 1:
-            raise ValueError("Argon2id parameters too weak")
+        if mem < MEMORY_KIB_FLOOR or its < 1:
+            raise ValueError(f"Argon2id parameters too weak (at least {MEMORY_KIB_FLOOR} KiB and 1 pass)")
         return cls(salt=os.urandom(16), memory_kib=mem, iterations=its)
 
     def to_json(self) -> dict[str, object]:

@@ -14,17 +14,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from strongroom.crypto.kdf import Argon2Params, KdfParamsError, passphrase_key
+from strongroom.crypto.kdf import MEMORY_KIB_FLOOR, Argon2Params, KdfParamsError, passphrase_key
 from strongroom.fs import durable, keys, sidecar
 from strongroom.fs.names import LONG_NAME_MAX, b64u, unb64u
 
 CONFIG = "strongroom.volume.json"
 CONFIG_MAX = 1 << 20  # bytes: a config is a few KiB
 FORMAT = "strongroom-volume"
-VERSION = 4  # what new volumes are written as
+VERSION = 5  # what new volumes are written as
 # version 1: every directory stores its tweak (FORMAT.md §6); before version 3, files have no
-# holes (§5); before version 4, extended attributes are bound to their name only (§6)
-READABLE = (1, 2, 3, 4)
+# holes (§5); before version 4, extended attributes are bound to their name only (§6); before
+# version 5, seals are not salted, headers carry no kind, tweaks are neither keyed nor MAC'd and
+# the key sources' fields are outside params_mac
+READABLE = (1, 2, 3, 4, 5)
 
 
 class ConfigError(Exception):
@@ -35,7 +37,22 @@ def kek_aad(volume_id: bytes, source_type: str) -> bytes:
     return keys.PREFIX + b"kek\x00" + volume_id + source_type.encode()
 
 
-def passphrase_source(kek: bytes, volume_id: bytes, passphrase: str, role: str = "primary") -> dict[str, Any]:
+def seal_kek(source_key: bytes, volume_id: bytes, source_type: str, kek: bytes, version: int) -> str:
+    """A key source's ``sealed_kek`` (salted from version 5, FORMAT.md §4)."""
+    aad = kek_aad(volume_id, source_type)
+    return b64u(keys.seal_salted(source_key, "kek", aad, kek) if version >= keys.V5 else keys.seal(source_key, aad, kek))
+
+
+def open_kek(source_key: bytes, volume_id: bytes, source: dict[str, Any], version: int) -> bytes:
+    aad, sealed = kek_aad(volume_id, source["type"]), unb64u(source["sealed_kek"])
+    if version >= keys.V5:
+        return keys.open_salted(source_key, "kek", aad, sealed, "the volume key")
+    return keys.open_sealed(source_key, aad, sealed, "the volume key")
+
+
+def passphrase_source(
+    kek: bytes, volume_id: bytes, passphrase: str, role: str = "primary", version: int = VERSION
+) -> dict[str, Any]:
     params = Argon2Params.fresh()
     source_key = passphrase_key(passphrase, params)
     return {
@@ -48,15 +65,18 @@ def passphrase_source(kek: bytes, volume_id: bytes, passphrase: str, role: str =
             "iterations": params.iterations,
             "lanes": params.lanes,
         },
-        "sealed_kek": b64u(keys.seal(source_key, kek_aad(volume_id, "passphrase"), kek)),
+        "sealed_kek": seal_kek(source_key, volume_id, "passphrase", kek, version),
     }
 
 
-def passphrase_source_key(source: dict[str, Any], passphrase: str) -> bytes:
-    """The source key of a passphrase key source: Argon2id with the parameters stored in it."""
+def passphrase_source_key(source: dict[str, Any], passphrase: str, version: int = 4) -> bytes:
+    """The source key of a passphrase key source: Argon2id with the parameters stored in it
+    (from format version 5, with at least MEMORY_KIB_FLOOR of memory)."""
     try:
         kdf = source["kdf"]
         params = Argon2Params(unb64u(kdf["salt"]), kdf["memory_kib"], kdf["iterations"], kdf["lanes"])
+        if version >= keys.V5 and params.memory_kib < MEMORY_KIB_FLOOR:
+            raise KdfParamsError(f"Argon2id memory must be at least {MEMORY_KIB_FLOOR} KiB in a version-5 volume")
     except KdfParamsError as e:  # before any work: a tampered config cannot ask for 1 TiB or 10^9 passes
         raise ConfigError(f"passphrase key source refused: {e}") from None
     except (KeyError, TypeError, ValueError):
@@ -65,7 +85,7 @@ def passphrase_source_key(source: dict[str, Any], passphrase: str) -> bytes:
 
 
 def trustee_source(
-    kek: bytes, volume_id: bytes, servers: list[str], owner: str, deposit: str, source_key: bytes
+    kek: bytes, volume_id: bytes, servers: list[str], owner: str, deposit: str, source_key: bytes, version: int = VERSION
 ) -> dict[str, Any]:
     """A source whose key is the deposit ``deposit`` of ``owner`` (the caller stores source_key there)."""
     return {
@@ -74,7 +94,7 @@ def trustee_source(
         "servers": servers,
         "owner": owner,
         "deposit": deposit,
-        "sealed_kek": b64u(keys.seal(source_key, kek_aad(volume_id, "trustee"), kek)),
+        "sealed_kek": seal_kek(source_key, volume_id, "trustee", kek, version),
     }
 
 
@@ -97,6 +117,8 @@ def _canonical_params(d: dict[str, Any]) -> bytes:
     keep = {k: d[k] for k in ("block_size", "cipher", "format", "long_name_max", "names", "version", "volume_id")}
     if ACL in d:  # once present, removing it breaks the MAC: rules cannot be made to disappear
         keep[ACL] = d[ACL]
+    if d["version"] >= keys.V5:  # a source's role, servers, owner and deposit: only its sealed KEK may change
+        keep["key_sources"] = [{k: v for k, v in s.items() if k != "sealed_kek"} for s in d["key_sources"]]
     return json.dumps(keep, sort_keys=True, separators=(",", ":")).encode()
 
 
@@ -128,7 +150,7 @@ class VolumeConfig:
     # -- creating and storing ------------------------------------------------------------
     @classmethod
     def new(cls, vk: keys.VolumeKeys, sources: list[dict[str, Any]]) -> VolumeConfig:
-        cfg = cls(vk.volume_id, sources, vk.wrapped())
+        cfg = cls(vk.volume_id, sources, vk.wrapped(), version=vk.version)
         cfg.params_mac = cfg._mac(vk.rules_mac)
         return cfg
 
@@ -224,8 +246,7 @@ class VolumeConfig:
 
     def unlock_with_source_key(self, source: dict[str, Any], source_key: bytes) -> keys.VolumeKeys:
         try:
-            sealed = unb64u(source["sealed_kek"])
-            kek = keys.open_sealed(source_key, kek_aad(self.volume_id, source["type"]), sealed, "the volume key")
+            kek = open_kek(source_key, self.volume_id, source, self.version)
         except keys.WrongKey:
             raise
         except (KeyError, TypeError, ValueError) as e:
@@ -234,7 +255,7 @@ class VolumeConfig:
 
     def unlock_with_kek(self, kek: bytes) -> keys.VolumeKeys:
         try:
-            vk = keys.VolumeKeys.unwrapped(self.volume_id, kek, self.wrapped)
+            vk = keys.VolumeKeys.unwrapped(self.volume_id, kek, self.wrapped, self.version)
         except keys.WrongKey as e:
             raise ConfigError(f"the config's wrapped keys do not open: {e}") from None
         if not hmac.compare_digest(self._mac(vk.rules_mac), self.params_mac):
@@ -268,7 +289,7 @@ class VolumeConfig:
         if sealed is None:
             return []
         try:
-            ring = keys.unwrap(kek, RETIRED_PURPOSE, self.volume_id, unb64u(sealed))
+            ring = keys.unwrap(kek, RETIRED_PURPOSE, self.volume_id, unb64u(sealed), salted=self.version >= keys.V5)
         except (keys.WrongKey, ValueError) as e:
             raise ConfigError(f"the config's retired volume keys do not open: {e}") from None
         if len(ring) % 32:
@@ -279,7 +300,7 @@ class VolumeConfig:
         """Record ``old_kek`` (and the ones before it) under ``new_kek``; the config must still
         hold the keys wrapped under ``old_kek`` when this is called."""
         ring = b"".join([old_kek, *self.retired_keks(old_kek)])
-        self.extra[RETIRED] = b64u(keys.wrap(new_kek, RETIRED_PURPOSE, self.volume_id, ring))
+        self.extra[RETIRED] = b64u(keys.wrap(new_kek, RETIRED_PURPOSE, self.volume_id, ring, salted=self.version >= keys.V5))
 
     def unlock_passphrase(self, passphrase: str) -> keys.VolumeKeys:
         """Try each passphrase source (primary, then recovery)."""
@@ -288,7 +309,7 @@ class VolumeConfig:
             raise ConfigError("this volume has no passphrase key source")
         for source in sorted(found, key=lambda s: s.get("role") != "primary"):
             try:
-                return self.unlock_with_source_key(source, passphrase_source_key(source, passphrase))
+                return self.unlock_with_source_key(source, passphrase_source_key(source, passphrase, self.version))
             except keys.WrongKey:
                 continue
         raise ConfigError("wrong passphrase")

@@ -20,6 +20,7 @@ from strongroom.fs import keys, native
 
 MAGIC = b"SRF1"
 VERSION = 1
+VERSION_KINDED = 2  # format version 5's header: bytes 6-7 hold the object kind
 HEADER = 84
 PREFIX = 24  # magic, version, flags, file id: the AAD of the wrapped file key
 BLOCK = 4096
@@ -44,34 +45,51 @@ class DamagedFile(Exception):
 
 @dataclass(frozen=True)
 class FileHeader:
+    """A file's id and key.  ``kind`` (format version 5) is what the content is -- keys.FILE,
+    SYMLINK or EXPORT -- written as header version 2 with the kind in bytes 6-7, inside the
+    authenticated prefix, and the key wrapped under a subkey of the KEK named by the file id;
+    kind 0 is the header of versions 1-4 (version 1, flags 0, the key under the KEK itself)."""
+
     file_id: bytes
     file_key: bytes
+    kind: int = 0
 
     @classmethod
-    def fresh(cls) -> FileHeader:
-        return cls(os.urandom(16), os.urandom(32))
+    def fresh(cls, kind: int = 0) -> FileHeader:
+        return cls(os.urandom(16), os.urandom(32), kind)
 
     def prefix(self) -> bytes:
-        return MAGIC + struct.pack(">HH", VERSION, 0) + self.file_id
+        return MAGIC + struct.pack(">HH", VERSION_KINDED if self.kind else VERSION, self.kind) + self.file_id
 
     def encode(self, kek: bytes, volume_id: bytes) -> bytes:
         p = self.prefix()
-        return p + keys.wrap(kek, "file", volume_id, self.file_key, extra=p)
+        aad = keys.wrap_aad("file", volume_id, p)
+        if self.kind:  # the file id is a fresh 128-bit salt: one seal per subkey
+            return p + keys.seal(keys.subkey(kek, "file", self.file_id), aad, self.file_key)
+        return p + keys.seal(kek, aad, self.file_key)
 
     @classmethod
-    def decode(cls, raw: bytes, kek: bytes, volume_id: bytes) -> FileHeader:
+    def decode(cls, raw: bytes, kek: bytes, volume_id: bytes, kind: int = 0, unkinded: bool = False) -> FileHeader:
+        """The header of an object of ``kind`` (0: a version 1-4 volume's header); ``unkinded``
+        also accepts a kind-0 header (a standalone file made before version 5)."""
         if len(raw) < HEADER:
             raise DamagedFile("header is truncated")
         if raw[:4] != MAGIC:
             raise DamagedFile("not a Strongroom file (bad magic)")
         version, flags = struct.unpack(">HH", raw[4:8])
-        if version != VERSION or flags != 0:
+        found = flags if version == VERSION_KINDED else 0
+        if not ((version == VERSION and flags == 0) or (version == VERSION_KINDED and flags in keys.KIND_NAMES)):
             raise DamagedFile(f"unsupported file version {version} or flags {flags}")
+        if found != kind and not (unkinded and found == 0):
+            if found and kind:
+                raise DamagedFile(f"object kind: {keys.KIND_NAMES[found]} where {keys.KIND_NAMES[kind]} belongs")
+            raise DamagedFile(f"unsupported file version {version} or flags {flags} in this volume")
         try:
-            key = keys.unwrap(kek, "file", volume_id, raw[PREFIX:HEADER], extra=raw[:PREFIX])
+            wrapping = keys.subkey(kek, "file", raw[8:PREFIX]) if found else kek
+            key = keys.open_sealed(wrapping, keys.wrap_aad("file", volume_id, raw[:PREFIX]), raw[PREFIX:HEADER], "the file key")
         except keys.WrongKey:
             raise DamagedFile("header does not authenticate") from None
-        return cls(raw[8:PREFIX], key)
+        return cls(raw[8:PREFIX], key, found)
 
 
 def plain_size(lower_size: int) -> int:

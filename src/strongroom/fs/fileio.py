@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from strongroom.fs import blockrange, content
+from strongroom.fs import blockrange, content, keys
 from strongroom.fs import xattrs as xattrs_mod
 from strongroom.fs.fastwrite import FastWrites, NativeFile
 from strongroom.fs.journal import Journal
@@ -240,7 +240,7 @@ class FileIO:
             return f.cipher
         raw = os.pread(h.fd, content.HEADER, 0)
         try:
-            header = content.FileHeader.decode(raw, self.keys.kek, self.keys.volume_id)
+            header = content.FileHeader.decode(raw, self.keys.kek, self.keys.volume_id, self.keys.kind(keys.FILE))
         except content.DamagedFile as e:
             self._damage(h.path, None, str(e))
             raise os_error(errno.EIO) from None
@@ -361,7 +361,7 @@ class FileIO:
             cipher = self._cipher(h, f)
             header = None
         else:  # an empty file gets its header and file key with its first blocks
-            fresh = content.FileHeader.fresh()
+            fresh = content.FileHeader.fresh(self.keys.kind(keys.FILE))
             cipher, header = content.FileCipher(fresh), fresh.encode(self.keys.kek, self.keys.volume_id)
         pieces: list[tuple[int, memoryview]] = []  # (lower offset, sealed bytes)
         if plan.pad_block is not None:  # the old last block, cut short, must become whole

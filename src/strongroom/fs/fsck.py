@@ -11,7 +11,7 @@ from pathlib import Path
 
 from strongroom.fs import content, journal, names, reencrypt, sidecar, xattrs
 from strongroom.fs.config import CONFIG
-from strongroom.fs.keys import VolumeKeys
+from strongroom.fs.keys import FILE, SYMLINK, VolumeKeys
 from strongroom.fs.lowerwalk import Tree
 from strongroom.fs.xattrs import PREFIX as XATTR_PREFIX
 from strongroom.fs.xattrs import XattrCipher
@@ -56,7 +56,8 @@ class Checker:
         self.bound_xattrs = bound_xattrs  # format version 4: attribute values bound to their file (§6)
         self.keys = keys
         self.names = names.NameCipher(keys.names, long_name_max)
-        self.xattrs = XattrCipher(keys.xattr_names, keys.xattr_values)
+        self.tweaks = names.Tweaks(keys.version if derived_tweaks else 1, keys.dir_ids, keys.volume_id)
+        self.xattrs = XattrCipher(keys.xattr_names, keys.xattr_values, keys.salted)
         self.report = Report()
         self._rel: dict[Path, str] = {}  # the short name of the directory being checked -> its path below the volume
 
@@ -94,20 +95,24 @@ class Checker:
         self.report.directories += 1
         top = rel == ""
         try:
-            stored = sidecar.read_bounded(lower / names.DIRIV, names.DIRIV_BYTES)
+            stored = sidecar.read_bounded(lower / names.DIRIV, self.tweaks.stored_max)
         except OSError as e:  # a symlink, FIFO, device or oversized file: never read
             self._problem(lower, plain, f"directory tweak unreadable ({e.strerror}): no name in it can be read")
             return []
+        own = rel.rpartition("/")[2]
         if stored is not None:
-            iv = stored
-        elif parent_iv is None or not self.derived_tweaks:  # the root, or a version-1 volume
+            try:
+                iv = self.tweaks.read(stored, parent_iv, own)
+            except names.BadName as e:
+                self._problem(lower, plain, f"{e}: no name in it can be read")
+                return []
+            if len(stored) > names.DIRIV_BYTES + names.TAG_BYTES:
+                self._problem(lower, plain, "a directory move was interrupted (its tweak is valid in two places)", damage=False)
+        elif parent_iv is None or not self.tweaks.derived:  # the root, or a version-1 volume
             self._problem(lower, plain, "directory tweak unreadable (missing): no name in it can be read")
             return []
         else:
-            iv = names.derived_diriv(parent_iv, rel.rpartition("/")[2])
-        if len(iv) != names.DIRIV_BYTES:
-            self._problem(lower, plain, "directory tweak has the wrong size: no name in it can be read")
-            return []
+            iv = self.tweaks.derive(parent_iv, own)
         # (named "<short name>/.": the short name is a link in /proc, which the calls must not stop at)
         self._attributes(lower, plain, xattrs.dir_binding(iv) if self.bound_xattrs else None, f"{lower}/.")
         entries = sorted(os.listdir(lower))
@@ -181,7 +186,9 @@ class Checker:
             self._problem(lower, plain, str(e))
         with open(lower, "rb") as f:
             try:
-                header = content.FileHeader.decode(f.read(content.HEADER), self.keys.kek, self.keys.volume_id)
+                header = content.FileHeader.decode(
+                    f.read(content.HEADER), self.keys.kek, self.keys.volume_id, self.keys.kind(FILE)
+                )
             except content.DamagedFile as e:
                 self._problem(lower, plain, f"header: {e}: the whole file is unreadable")
                 return
@@ -213,7 +220,9 @@ class Checker:
         raw = os.readlink(lower)
         try:
             sealed = names.unb64u(raw)
-            header = content.FileHeader.decode(sealed[: content.HEADER], self.keys.kek, self.keys.volume_id)
+            header = content.FileHeader.decode(
+                sealed[: content.HEADER], self.keys.kek, self.keys.volume_id, self.keys.kind(SYMLINK)
+            )
             content.FileCipher(header).open(0, sealed[content.HEADER :])
         except (ValueError, content.DamagedFile) as e:
             self._problem(lower, plain, f"symlink target does not decrypt ({e})")

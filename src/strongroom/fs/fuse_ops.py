@@ -72,9 +72,12 @@ class VolumeOps(XattrOps):
         # The format version's features (FORMAT.md §5, §6): derived directory tweaks (version 2),
         # holes (3), attribute values bound to their file (4); the layers below keep them.
         self.names = names.NameCipher(keys.names, long_name_max)
-        self.paths = Resolver(self.root, self.names, derived_tweaks, self._damage, self.beneath)
-        self.entries = Namespace(self.root, keys, self.paths, self.beneath, derived_tweaks, self._damage, self._as_caller)
-        self.xattrs = XattrStore(XattrCipher(keys.xattr_names, keys.xattr_values), self.paths, bound_xattrs, self._damage)
+        tweaks = names.Tweaks(keys.version if derived_tweaks else 1, keys.dir_ids, keys.volume_id)
+        self.paths = Resolver(self.root, self.names, tweaks, self._damage, self.beneath)
+        self.entries = Namespace(self.root, keys, self.paths, self.beneath, self._damage, self._as_caller)
+        self.xattrs = XattrStore(
+            XattrCipher(keys.xattr_names, keys.xattr_values, keys.salted), self.paths, bound_xattrs, self._damage
+        )
         self.io = FileIO(keys, holes, self._damage, self.xattrs.rebind if bound_xattrs else None, Journal(self.root))
         self._logged: set[tuple[str, int | None]] = set()
         self._unsupported_log = RateLimitedLog(log, interval=3600)  # bounded, whatever callers try

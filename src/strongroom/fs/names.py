@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import os
 import re
 
@@ -21,6 +22,9 @@ LONG_NAME_MAX = 175
 LONG_SIDECAR_MAX = 4 * ((255 + 16 + 2) // 3)
 NAME_AD = b"strongroom/v1/name\x00"
 TWEAK_PREFIX = b"strongroom/v2/tweak\x00"
+TWEAK_V5 = b"strongroom/v5/tweak\x00"
+DIRIV_TAG_V5 = b"strongroom/v5/diriv\x00"
+TAG_BYTES = 16
 
 
 class BadName(ValueError):
@@ -59,6 +63,50 @@ def derived_diriv(parent: bytes, lower_name: str) -> bytes:
     """The tweak of a directory without a stored one (format version 2): a function of its
     parent's tweak and its own lower name, so it is durable the moment its entry is."""
     return hashlib.sha256(TWEAK_PREFIX + parent + lower_name.encode()).digest()[:DIRIV_BYTES]
+
+
+class Tweaks:
+    """The tweak rules of one format version (FORMAT.md §6).  From version 5 a derived tweak is
+    keyed by the dir-ids key, and a stored one carries a tag binding it to where its directory
+    is (its parent's tweak and its own lower name), so no tweak can be given to another
+    directory without that key; two tags while a directory is being moved."""
+
+    def __init__(self, version: int, dir_key: bytes = b"", volume_id: bytes = b"") -> None:
+        self.derived = version >= 2  # version 1: every directory stores its tweak
+        self.keyed = version >= 5
+        self._key = dir_key
+        self._volume_id = volume_id  # the root's "parent"
+        self.stored_max = DIRIV_BYTES + 2 * TAG_BYTES if self.keyed else DIRIV_BYTES
+
+    def derive(self, parent_iv: bytes, lower: str) -> bytes:
+        if self.keyed:
+            return hmac.digest(self._key, TWEAK_V5 + parent_iv + lower.encode(), "sha256")[:DIRIV_BYTES]
+        return derived_diriv(parent_iv, lower)
+
+    def _tag(self, parent_iv: bytes | None, iv: bytes, lower: str) -> bytes:
+        place = self._volume_id if parent_iv is None else parent_iv
+        return hmac.digest(self._key, DIRIV_TAG_V5 + place + iv + lower.encode(), "sha256")[:TAG_BYTES]
+
+    def read(self, raw: bytes, parent_iv: bytes | None, lower: str) -> bytes:
+        """The tweak a stored ``strongroom.diriv`` holds, for the directory ``lower`` in the one
+        with tweak ``parent_iv`` (None: the root); BadName if it may not be used there."""
+        if not self.keyed:
+            if len(raw) != DIRIV_BYTES:
+                raise BadName("directory tweak has the wrong size")
+            return raw
+        if len(raw) not in (DIRIV_BYTES + TAG_BYTES, DIRIV_BYTES + 2 * TAG_BYTES):
+            raise BadName("directory tweak has the wrong size")
+        iv, want = raw[:DIRIV_BYTES], self._tag(parent_iv, raw[:DIRIV_BYTES], lower)
+        tags = [raw[i : i + TAG_BYTES] for i in range(DIRIV_BYTES, len(raw), TAG_BYTES)]
+        if not any(hmac.compare_digest(t, want) for t in tags):
+            raise BadName("directory tweak does not authenticate here (a moved, swapped or copied directory)")
+        return iv
+
+    def record(self, iv: bytes, parent_iv: bytes | None, lower: str, also: tuple[bytes, str] | None = None) -> bytes:
+        """What ``strongroom.diriv`` holds for tweak ``iv`` at that place (and at ``also``)."""
+        if not self.keyed:
+            return iv
+        return iv + self._tag(parent_iv, iv, lower) + (b"" if also is None else self._tag(also[0], iv, also[1]))
 
 
 def check_plain(name: bytes) -> None:

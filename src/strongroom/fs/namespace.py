@@ -16,9 +16,10 @@ import errno
 import os
 import stat
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
-from strongroom.fs import content, durable, names, sidecar
+from strongroom.fs import content, durable, keys, names, sidecar
 from strongroom.fs.beneath import Beneath, fits
 from strongroom.fs.config import CONFIG
 from strongroom.fs.fileio import os_error
@@ -99,7 +100,6 @@ class Namespace:
         keys: VolumeKeys,
         paths: Resolver,
         beneath: Beneath,
-        derived_tweaks: bool,
         damage: Callable[[str, int | None, str], None],
         as_caller: Callable[..., Any] = _direct,
     ) -> None:
@@ -108,7 +108,7 @@ class Namespace:
         self.paths = paths
         self.beneath = beneath
         # Format version 2: a new directory's tweak is derived, not stored (FORMAT.md §6).
-        self.derived_tweaks = derived_tweaks
+        self.tweaks = paths.tweaks
         self._damage = damage
         # (fn, *args) -> fn(*args) run as the request's caller, for a call that makes an entry
         self.as_caller = as_caller
@@ -228,11 +228,11 @@ class Namespace:
         if full is not None:
             self._write_sidecar(lower_parent, name, full)
         lower = f"{lower_parent}/{name}"
-        if self.derived_tweaks:
+        if self.tweaks.derived:
             # The tweak is a function of the parent's and this entry's name: durable with the entry.
             with self.beneath.path(lower) as at:
                 self.as_caller(os.mkdir, at.name, mode, dir_fd=at.dir_fd)
-            iv = names.derived_diriv(parent_iv, name)
+            iv = self.tweaks.derive(parent_iv, name)
         else:
             with self.beneath.path(lower) as at:  # a daemon not run as root must write the tweak
                 self.as_caller(os.mkdir, at.name, mode | 0o300, dir_fd=at.dir_fd)
@@ -259,15 +259,15 @@ class Namespace:
                 with self.beneath.directory(lower) as inside:
                     if [n for n in os.listdir(inside) if n != names.DIRIV]:
                         raise os_error(errno.ENOTEMPTY) from None
-                    iv = self.paths.stored_diriv(inside)
+                    kept = self.paths.stored_diriv(inside)
                     os.unlink(os.path.join(inside, names.DIRIV))
                 try:
                     with self.beneath.path(lower) as at:
                         os.rmdir(at.name, dir_fd=at.dir_fd)
                 except OSError:
-                    if iv is not None:
+                    if kept is not None:
                         with self.beneath.directory(lower) as inside:
-                            write_diriv(inside, iv)  # put the same tweak back: the directory stays usable
+                            write_diriv(inside, kept)  # put the same tweak back: the directory stays usable
                     raise
         finally:
             self.paths.forget(path)
@@ -290,8 +290,9 @@ class Namespace:
         old_lower = f"{old_parent}/{old_name}"
         moves_dir = stat.S_ISDIR(self.beneath.call(old_lower, os.lstat).st_mode)
         new_lower = f"{new_parent}/{new_name}"
-        if moves_dir and (old_parent, old_name) != (new_parent, new_name):
-            self._keep_tweak(old, old_lower)
+        moved = moves_dir and (old_parent, old_name) != (new_parent, new_name)
+        if moved:
+            self._keep_tweak(old, old_lower, new)
         try:
             try:
                 self._rename_lower(old_lower, new_lower)
@@ -303,10 +304,17 @@ class Namespace:
                     raise
                 self.rmdir(new)
                 self._rename_lower(old_lower, new_lower)
+        except OSError:
+            if moved and self.tweaks.keyed:  # it stayed: valid at its old place alone again
+                self.paths.forget()
+                self._store_tweak(old_lower, self._tweak_record(old))
+            raise
         finally:
             if moves_dir:  # every directory below moved too (and one may have been replaced)
                 self.paths.forget()
                 self.beneath.forget()
+        if moved and self.tweaks.keyed:  # valid at the new place alone from now on
+            self._store_tweak(new_lower, self._tweak_record(new))
         if (old_parent, old_name) != (new_parent, new_name):
             self._remove_sidecar(old_parent, old_name)
 
@@ -314,20 +322,41 @@ class Namespace:
         with self.beneath.path(old_lower) as old, self.beneath.path(new_lower) as new:
             os.rename(old.name, new.name, src_dir_fd=old.dir_fd, dst_dir_fd=new.dir_fd)
 
-    def _keep_tweak(self, path: str, lower: str) -> None:
+    def _keep_tweak(self, path: str, lower: str, new: str) -> None:
         """Before a directory moves: a derived tweak would change with its name, so it is stored
-        in the directory (durably) first, and every name inside stays readable."""
-        if self.paths.stored_diriv(lower) is not None:
+        in the directory (durably) first, and every name inside stays readable.  From version 5
+        the stored tweak is bound to its place: until the move is done it holds a tag for the
+        old place and one for the new, so a crash on either side of the rename leaves it valid."""
+        if not self.tweaks.keyed:
+            if self.paths.stored_diriv(lower) is None:
+                self._store_tweak(lower, self.paths.dir(path)[1], replace=False)
             return
+        self._store_tweak(lower, self._tweak_record(path, also=new))
+
+    def _tweak_record(self, path: str, also: str | None = None) -> bytes:
         iv = self.paths.dir(path)[1]
+        _, parent_iv, name, _ = self.paths.locate(path)
+        there = None
+        if also is not None:
+            _, new_parent_iv, new_name, _ = self.paths.locate(also)
+            there = (new_parent_iv, new_name)
+        return self.tweaks.record(iv, parent_iv, name, there)
+
+    def _store_tweak(self, lower: str, record: bytes, replace: bool = True) -> None:
+        def store(inside: str) -> None:
+            if replace:
+                durable.replace_file(Path(inside) / names.DIRIV, record, 0o400)
+            else:
+                write_diriv(inside, record)
+
         with self.beneath.directory(lower) as inside:
             try:
-                write_diriv(inside, iv)
+                store(inside)
             except PermissionError:  # a directory without owner write access (a daemon not run as root)
                 mode = stat.S_IMODE(os.stat(inside).st_mode)
                 os.chmod(inside, mode | 0o300)
                 try:
-                    write_diriv(inside, iv)
+                    store(inside)
                 finally:
                     os.chmod(inside, mode)
 
@@ -342,7 +371,7 @@ class Namespace:
 
     def symlink(self, target: str, source: str) -> None:
         """ln -s SOURCE TARGET: the link TARGET holds SOURCE, encrypted as a file (FORMAT.md §5)."""
-        header = content.FileHeader.fresh()
+        header = content.FileHeader.fresh(self.keys.kind(keys.SYMLINK))
         plain = os.fsencode(source)
         sealed = header.encode(self.keys.kek, self.keys.volume_id) + content.FileCipher(header).seal(0, plain)
         encoded = base64.urlsafe_b64encode(sealed).rstrip(b"=")
@@ -357,7 +386,9 @@ class Namespace:
         raw = self.beneath.call(lower, os.readlink)
         try:
             sealed = names.unb64u(raw)
-            header = content.FileHeader.decode(sealed[: content.HEADER], self.keys.kek, self.keys.volume_id)
+            header = content.FileHeader.decode(
+                sealed[: content.HEADER], self.keys.kek, self.keys.volume_id, self.keys.kind(keys.SYMLINK)
+            )
             return content.FileCipher(header).open(0, sealed[content.HEADER :])
         except (ValueError, content.DamagedFile) as e:
             self._damage(lower, None, f"symlink target does not decrypt ({e})")

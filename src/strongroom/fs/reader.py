@@ -43,7 +43,7 @@ class VolumeReader:
         self.root = os.path.abspath(root)
         self._beneath = Beneath(self.root)
         cipher = names.NameCipher(keys.names, cfg.long_name_max)
-        self.paths = Resolver(self.root, cipher, cfg.derived_tweaks, _damage, self._beneath)
+        self.paths = Resolver(self.root, cipher, names.Tweaks(cfg.version, keys.dir_ids, keys.volume_id), _damage, self._beneath)
         self.io = FileIO(keys, cfg.holes, _damage)
 
     def close(self) -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from strongroom.fs import config, content, durable, names, sidecar, xattrs
 from strongroom.fs import keys as keys_mod
-from strongroom.fs.keys import VolumeKeys
+from strongroom.fs.keys import FILE, SYMLINK, VolumeKeys
 from strongroom.fs.lowerwalk import Tree
 from strongroom.fs.rotate import lower_entries
 
@@ -143,12 +143,18 @@ def _is_hole(chunk: bytes, k: int, index: int, last: int) -> bool:
     return index < last and chunk[s] == 0 and chunk[s : s + content.CBLOCK] == content.ZERO_CBLOCK
 
 
-def _copy_content(src: int, dst: int, size: int, keys: VolumeKeys, header: content.FileHeader, holes: bool) -> tuple[int, bytes]:
+def copy_content(
+    src: int, dst: int, size: int, keys: VolumeKeys, header: content.FileHeader, holes: bool, new_keys: VolumeKeys | None = None
+) -> tuple[int, bytes]:
     """Write ``src``'s data under ``header``'s key into ``dst``, holes kept (on volumes that have
-    them, format version 3 on); (bytes, the old file id)."""
-    old = content.FileCipher(content.FileHeader.decode(os.pread(src, content.HEADER, 0), keys.kek, keys.volume_id))
+    them, format version 3 on); (bytes, the old file id).  ``new_keys``: the header is written
+    under those (a full rotation), not under ``keys``."""
+    old = content.FileCipher(
+        content.FileHeader.decode(os.pread(src, content.HEADER, 0), keys.kek, keys.volume_id, keys.kind(FILE))
+    )
     new = content.FileCipher(header)
-    os.pwrite(dst, header.encode(keys.kek, keys.volume_id), 0)
+    to = new_keys or keys
+    os.pwrite(dst, header.encode(to.kek, to.volume_id), 0)
     last = (size - 1) // content.BLOCK  # never a hole: every block before it may be
     plain = bytearray(PIECE_BLOCKS * content.BLOCK)
     total, index = 0, 0
@@ -188,11 +194,11 @@ def _file(paths: list[Path], keys: VolumeKeys, bound_xattrs: bool, holes: bool) 
         try:
             total, rebind = 0, None
             if st.st_size:
-                header = content.FileHeader.fresh()
-                total, old_id = _copy_content(src, fd, content.plain_size(st.st_size), keys, header, holes)
+                header = content.FileHeader.fresh(keys.kind(FILE))
+                total, old_id = copy_content(src, fd, content.plain_size(st.st_size), keys, header, holes)
                 if bound_xattrs:  # attribute values follow the file to its new id
                     rebind = (xattrs.file_binding(old_id), xattrs.file_binding(header.file_id))
-            cipher = xattrs.XattrCipher(keys.xattr_names, keys.xattr_values)
+            cipher = xattrs.XattrCipher(keys.xattr_names, keys.xattr_values, keys.salted)
             for attr in os.listxattr(src):
                 value = os.getxattr(src, attr)
                 if rebind is not None and attr.startswith(xattrs.PREFIX):
@@ -225,9 +231,9 @@ def _file(paths: list[Path], keys: VolumeKeys, bound_xattrs: bool, holes: bool) 
 def _symlink(path: Path, keys: VolumeKeys) -> None:
     raw = os.readlink(path)
     sealed = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
-    old = content.FileCipher(content.FileHeader.decode(sealed[: content.HEADER], keys.kek, keys.volume_id))
+    old = content.FileCipher(content.FileHeader.decode(sealed[: content.HEADER], keys.kek, keys.volume_id, keys.kind(SYMLINK)))
     target = old.open(0, sealed[content.HEADER :])
-    header = content.FileHeader.fresh()
+    header = content.FileHeader.fresh(keys.kind(SYMLINK))
     new = header.encode(keys.kek, keys.volume_id) + content.FileCipher(header).seal(0, target)
     tmp = _tmp_name(path.parent)
     os.symlink(base64.urlsafe_b64encode(new).rstrip(b"=").decode(), tmp)

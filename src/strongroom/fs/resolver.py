@@ -51,14 +51,14 @@ class Resolver:
         self,
         root: str,
         cipher: names.NameCipher,
-        derived_tweaks: bool,
+        tweaks: names.Tweaks,
         damage: Callable[[str, int | None, str], None],
         beneath: Beneath,
     ) -> None:
         self.root = root
         self.beneath = beneath  # reaches directories deeper than one path can name
         self.cipher = cipher
-        self.derived_tweaks = derived_tweaks  # format version 2: new directories' tweaks are derived
+        self.tweaks = tweaks
         self._damage = damage
         self._lock = threading.Lock()
         self._dirs = Lru()
@@ -67,18 +67,12 @@ class Resolver:
         self._plain = Lru(4 * CACHE_ENTRIES)
 
     def stored_diriv(self, lower_dir: str) -> bytes | None:
-        """The tweak stored in a directory, None if it stores none."""
+        """What a directory's ``strongroom.diriv`` holds, None if it stores none."""
         try:
-            iv = self.beneath.call(f"{lower_dir}/{names.DIRIV}", sidecar.read_bounded, names.DIRIV_BYTES)
+            return self.beneath.call(f"{lower_dir}/{names.DIRIV}", sidecar.read_bounded, self.tweaks.stored_max)  # type: ignore[no-any-return]
         except sidecar.UnsafeFile as e:  # a symlink, FIFO, device, oversized: that directory alone is EIO
             self._damage(lower_dir, None, f"directory tweak unreadable ({e.strerror})")
             raise _eio() from None
-        if iv is None:
-            return None
-        if len(iv) != names.DIRIV_BYTES:
-            self._damage(lower_dir, None, "directory tweak is damaged")
-            raise _eio()
-        return iv
 
     def dir(self, path: str) -> tuple[str, bytes]:
         """(lower path, tweak) of a plaintext directory: its stored tweak if it has one (the root,
@@ -105,16 +99,28 @@ class Resolver:
         return hit  # type: ignore[no-any-return]
 
     def _tweak(self, path: str, lower: str, parent_iv: bytes | None, name: str, gen: int) -> tuple[str, bytes]:
-        iv = self.stored_diriv(lower)
-        if iv is None:
-            if parent_iv is None or not self.derived_tweaks:  # the root's, or a version-1 volume's
-                self._damage(lower, None, "directory tweak missing: no name in it can be read")
-                raise _eio()
-            iv = names.derived_diriv(parent_iv, name)
+        iv = self.tweak(lower, parent_iv, name)
         with self._lock:
             if gen == self._dirs_gen:  # no rmdir or rename since the tweak was read
                 self._dirs.put(path, (lower, iv))
         return lower, iv
+
+    def tweak(self, lower: str, parent_iv: bytes | None, name: str) -> bytes:
+        """The tweak of the lower directory ``lower``, entry ``name`` of the directory with tweak
+        ``parent_iv`` (None: the root); EIO (and damage told) when it may not be read."""
+        raw = self.stored_diriv(lower)
+        if raw is not None:
+            try:
+                iv = self.tweaks.read(raw, parent_iv, name)
+            except names.BadName as e:
+                self._damage(lower, None, str(e))
+                raise _eio() from None
+        elif parent_iv is None or not self.tweaks.derived:  # the root's, or a version-1 volume's
+            self._damage(lower, None, "directory tweak missing: no name in it can be read")
+            raise _eio()
+        else:
+            iv = self.tweaks.derive(parent_iv, name)
+        return iv
 
     def entry(self, path: str) -> tuple[str, str, str | None]:
         """(lower parent dir, lower entry name, full encrypted name if long) of a plaintext path."""

@@ -63,22 +63,20 @@ def rotate(
         new_sources = []
         for s, sk in zip(cfg.key_sources, sks, strict=True):
             fresh = dict(s)
-            fresh["sealed_kek"] = b64u(keys.seal(sk, config.kek_aad(cfg.volume_id, s["type"]), new_kek))
+            fresh["sealed_kek"] = config.seal_kek(sk, cfg.volume_id, s["type"], new_kek, cfg.version)
             new_sources.append(fresh)
         new = old.rewrapped(new_kek)
         cfg.extra[ROTATION] = {"key_sources": new_sources, "wrapped": {k: b64u(v) for k, v in new.wrapped().items()}}
         cfg.save(volume)
     else:
         first = pending["key_sources"][0]
-        new_kek = keys.open_sealed(
-            sks[0], config.kek_aad(cfg.volume_id, first["type"]), unb64u(first["sealed_kek"]), "the new volume key"
-        )
+        new_kek = config.open_kek(sks[0], cfg.volume_id, first, cfg.version)
     result = RotationResult()
     for rel, path in lower_entries(volume):
         if path.is_symlink():
-            _rotate_symlink(path, old.kek, new_kek, cfg.volume_id, result)
+            _rotate_symlink(path, old.kek, new_kek, cfg.volume_id, old.kind(keys.SYMLINK), result)
         elif path.is_file() and path.stat().st_size > 0:
-            _rotate_header(path, rel, old.kek, new_kek, cfg.volume_id, result)
+            _rotate_header(path, rel, old.kek, new_kek, cfg.volume_id, old.kind(keys.FILE), result)
         progress(1)
     pending = cfg.extra.pop(ROTATION)
     cfg.retire(old.kek, new_kek)  # standalone files made with the old KEK stay readable
@@ -88,18 +86,20 @@ def rotate(
     return result
 
 
-def _rewrap(raw: bytes, old_kek: bytes, new_kek: bytes, volume_id: bytes) -> bytes | None:
+def _rewrap(raw: bytes, old_kek: bytes, new_kek: bytes, volume_id: bytes, kind: int) -> bytes | None:
     """The header re-wrapped under new_kek, or None if it already is."""
     try:
-        content.FileHeader.decode(raw, new_kek, volume_id)
+        content.FileHeader.decode(raw, new_kek, volume_id, kind)
         return None
     except content.DamagedFile:
         pass
-    header = content.FileHeader.decode(raw, old_kek, volume_id)  # DamagedFile: leave it to fsck
+    header = content.FileHeader.decode(raw, old_kek, volume_id, kind)  # DamagedFile: leave it to fsck
     return header.encode(new_kek, volume_id)
 
 
-def _rotate_header(path: Path, rel: str, old_kek: bytes, new_kek: bytes, volume_id: bytes, result: RotationResult) -> None:
+def _rotate_header(
+    path: Path, rel: str, old_kek: bytes, new_kek: bytes, volume_id: bytes, kind: int, result: RotationResult
+) -> None:
     try:
         fd = sidecar.open_regular(path, os.O_RDWR)
     except FileNotFoundError:
@@ -110,7 +110,7 @@ def _rotate_header(path: Path, rel: str, old_kek: bytes, new_kek: bytes, volume_
     try:
         raw = os.pread(fd, content.HEADER, 0)
         try:
-            new = _rewrap(raw, old_kek, new_kek, volume_id)
+            new = _rewrap(raw, old_kek, new_kek, volume_id, kind)
         except content.DamagedFile:
             return
         if new is None:
@@ -123,11 +123,11 @@ def _rotate_header(path: Path, rel: str, old_kek: bytes, new_kek: bytes, volume_
         os.close(fd)
 
 
-def _rotate_symlink(path: Path, old_kek: bytes, new_kek: bytes, volume_id: bytes, result: RotationResult) -> None:
+def _rotate_symlink(path: Path, old_kek: bytes, new_kek: bytes, volume_id: bytes, kind: int, result: RotationResult) -> None:
     raw = os.readlink(path)
     sealed = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
     try:
-        new = _rewrap(sealed[: content.HEADER], old_kek, new_kek, volume_id)
+        new = _rewrap(sealed[: content.HEADER], old_kek, new_kek, volume_id, kind)
     except content.DamagedFile:
         return
     if new is None:

@@ -19,7 +19,7 @@ from typing import IO, Any, TypeVar
 
 from strongroom.fs import content, native
 from strongroom.fs.config import ConfigError, kek_aad, passphrase_source, passphrase_source_key
-from strongroom.fs.keys import WrongKey, open_sealed
+from strongroom.fs.keys import EXPORT, WrongKey, open_sealed
 from strongroom.fs.names import b64u, unb64u
 
 T = TypeVar("T")
@@ -103,7 +103,7 @@ def encrypt_stream(
     written, in order, so the output is the stream one thread would write."""
     threads = threads or default_threads()
     dst.write(Envelope(volume_id, key_source).encode())
-    header = content.FileHeader.fresh()
+    header = content.FileHeader.fresh(EXPORT)
     dst.write(header.encode(kek, volume_id))
     cipher = content.FileCipher(header)
     with _pipeline(threads) as pool:
@@ -204,7 +204,8 @@ _Pool = ThreadPoolExecutor | _Inline
 
 def encrypt_with_passphrase(src: IO[bytes], dst: IO[bytes], passphrase: str, threads: int = 0) -> int:
     volume_id, kek = os.urandom(16), os.urandom(32)
-    return encrypt_stream(src, dst, volume_id, kek, passphrase_source(kek, volume_id, passphrase), threads)
+    # one seal per source key: the envelope keeps the unsalted form (FORMAT.md §7)
+    return encrypt_stream(src, dst, volume_id, kek, passphrase_source(kek, volume_id, passphrase, version=4), threads)
 
 
 def decrypt_stream(src: IO[bytes], dst: IO[bytes], kek_for: Callable[[Envelope], list[bytes]], threads: int = 0) -> int:
@@ -249,10 +250,10 @@ def decrypt_stream(src: IO[bytes], dst: IO[bytes], kek_for: Callable[[Envelope],
 def _header(raw: bytes, keks: list[bytes], volume_id: bytes) -> content.FileHeader:
     for kek in keks[:-1]:
         try:
-            return content.FileHeader.decode(raw, kek, volume_id)
+            return content.FileHeader.decode(raw, kek, volume_id, EXPORT, unkinded=True)
         except content.DamagedFile:
             continue
-    return content.FileHeader.decode(raw, keks[-1], volume_id)  # the last one's error is the answer
+    return content.FileHeader.decode(raw, keks[-1], volume_id, EXPORT, unkinded=True)  # the last one's error is the answer
 
 
 def kek_from_passphrase(env: Envelope, passphrase: str) -> bytes:

@@ -10,6 +10,9 @@ from typing import Any
 
 from strongroom.fs import config, durable, keys, names
 
+UPGRADE_STAGED = "strongroom.upgrade.json"  # fs/upgrade.py's staged config: no mount while it exists
+FULL_ROTATION = "strongroom.rotate-full.json"  # fs/fullrotate.py's state: likewise
+
 
 def write_diriv(directory: str | os.PathLike[str], iv: bytes | None = None) -> bytes:
     """Store a directory's tweak (``iv``, or a new random one), durable before anything is created
@@ -45,19 +48,23 @@ def init_volume(
     if any(directory.iterdir()):
         raise config.ConfigError(f"{directory} is not empty")
     volume_id = os.urandom(16)
-    vk = keys.VolumeKeys.fresh(volume_id)
+    vk = keys.VolumeKeys.fresh(volume_id, config.VERSION)
     sources = []
     if client is not None:
         source_key = os.urandom(32)
         name = deposit or f"volume-{names.b64u(volume_id)}"
         client.put(name, source_key)
-        sources.append(config.trustee_source(vk.kek, volume_id, list(client.servers), client.client_id, name, source_key))
+        sources.append(
+            config.trustee_source(vk.kek, volume_id, list(client.servers), client.client_id, name, source_key, vk.version)
+        )
     if passphrase is not None:
-        sources.append(config.passphrase_source(vk.kek, volume_id, passphrase, "primary" if client is None else "recovery"))
+        sources.append(
+            config.passphrase_source(vk.kek, volume_id, passphrase, "primary" if client is None else "recovery", vk.version)
+        )
     if recovery_passphrase is not None:
-        sources.append(config.passphrase_source(vk.kek, volume_id, recovery_passphrase, "recovery"))
+        sources.append(config.passphrase_source(vk.kek, volume_id, recovery_passphrase, "recovery", vk.version))
     cfg = config.VolumeConfig.new(vk, sources)
-    write_diriv(directory)
+    write_diriv(directory, names.Tweaks(vk.version, vk.dir_ids, volume_id).record(names.new_diriv(), None, ""))
     cfg.save(directory)
     return cfg
 
@@ -74,6 +81,10 @@ def unlock(
     cfg = config.VolumeConfig.load(directory)
     if "rotation" in cfg.extra:
         raise config.ConfigError("a key rotation was interrupted: run 'strongroom fs rotate' again to finish it")
+    if os.path.lexists(directory / FULL_ROTATION):
+        raise config.ConfigError("a full key rotation was interrupted: run 'strongroom fs rotate --full' again to finish it")
+    if os.path.lexists(directory / UPGRADE_STAGED):
+        raise config.ConfigError("an upgrade to format version 5 was interrupted: run 'strongroom fs upgrade' again to finish it")
     factory = client_factory
     if cfg.sources("trustee") and factory is not None and not (prefer_passphrase and cfg.sources("passphrase")):
         return cfg.unlock_trustee(lambda source: fetch_source_key(source, factory(source)))

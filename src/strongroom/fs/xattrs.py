@@ -41,9 +41,11 @@ def value_ad(lower: str, binding: bytes | None) -> bytes:
 
 
 class XattrCipher:
-    def __init__(self, name_key: bytes, value_key: bytes) -> None:
+    def __init__(self, name_key: bytes, value_key: bytes, salted: bool = False) -> None:
+        """``salted`` (format version 5): each value sealed under its own subkey (FORMAT.md §2)."""
         self._siv = AESSIV(name_key)
         self._value_key = value_key
+        self._salted = salted
 
     def lower_name(self, name: str) -> str:
         """user.X -> user.sr.<b64u(SIV(X))>; the two POSIX ACL names (system.posix_acl_access,
@@ -73,7 +75,16 @@ class XattrCipher:
             raise BadName("attribute name does not decrypt") from None
 
     def seal_value(self, lower: str, value: bytes, binding: bytes | None) -> bytes:
+        if self._salted:
+            return keys.seal_salted(self._value_key, "xattr-value", value_ad(lower, binding), value)
         return keys.seal(self._value_key, value_ad(lower, binding), value)
 
     def open_value(self, lower: str, sealed: bytes, binding: bytes | None) -> bytes:
+        if self._salted:
+            return keys.open_salted(self._value_key, "xattr-value", value_ad(lower, binding), sealed, "the attribute value")
         return keys.open_sealed(self._value_key, value_ad(lower, binding), sealed, "the attribute value")
+
+    @property
+    def overhead(self) -> int:
+        """Bytes a sealed value is longer than its plaintext."""
+        return keys.NONCE + 16 + (keys.SALT if self._salted else 0)
