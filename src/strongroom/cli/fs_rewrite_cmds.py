@@ -41,6 +41,7 @@ def _held(volume: Path) -> Iterator[None]:
     is_flag=True,
     help="Renew every key, not only the KEK: names, attributes, rules and file contents are written anew.",
 )
+@click.option("--abort", "abort_", is_flag=True, help="With --full: forget an interrupted full rotation that is still building.")
 @click.option(
     "--recovery-passphrase-file",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -53,6 +54,7 @@ def _held(volume: Path) -> Iterator[None]:
 def fs_rotate(
     volume: Path,
     full: bool,
+    abort_: bool,
     recovery_passphrase_file: Path | None,
     passphrase_file: Path | None,
     profile: Path | None,
@@ -75,6 +77,9 @@ def fs_rotate(
 
     if (where := mount.volume_mounted(volume)) is not None:
         raise CliError(f"{volume} is mounted at {where}: unmount it first")
+    if abort_:
+        _abort_full(volume, full, as_json)
+        return
     checked = _every_source_key(volume, passphrase_file, recovery_passphrase_file, profile, servers, "rotation")
     if full:
         _rotate_full(volume, checked, as_json)
@@ -91,6 +96,23 @@ def fs_rotate(
     )
 
 
+def _abort_full(volume: Path, full: bool, as_json: bool) -> None:
+    from strongroom.fs import fullrotate
+
+    if not full:
+        raise CliError("--abort goes with --full (a plain rotation is finished by running it again)")
+    with _held(volume):
+        try:
+            forgot = fullrotate.abort(volume)
+        except fullrotate.RotationError as e:
+            raise CliError(str(e)) from None
+    emit(
+        {"volume": str(volume), "aborted": forgot},
+        as_json,
+        lambda o: click.echo("full rotation forgotten; the volume is as it was" if forgot else "no full rotation to forget"),
+    )
+
+
 def _rotate_full(volume: Path, checked: Any, as_json: bool) -> None:
     from strongroom.fs import fullrotate
 
@@ -99,7 +121,9 @@ def _rotate_full(volume: Path, checked: Any, as_json: bool) -> None:
             with progress_bar("renewing every key", fullrotate.count(volume)) as advance:
                 result = fullrotate.rotate_full(volume, checked, advance)
         except fullrotate.RotationError as e:
-            raise CliError(str(e)) from None
+            raise CliError(f"{e} (or 'strongroom fs rotate --full --abort' while it is still building)") from None
+        except OSError as e:  # a path past PATH_MAX in the new tree, a full disk
+            raise CliError(f"the full rotation stopped: {e.strerror} ({e.filename}); run it again to resume") from None
     out = {
         "volume": str(volume),
         "full": True,

@@ -24,7 +24,7 @@ from typing import Any
 
 from strongroom.fs import acl, config, content, durable, journal, keys, names, reencrypt, sidecar, xattrs
 from strongroom.fs.lowerwalk import Tree, remove_tree
-from strongroom.fs.volume import FULL_ROTATION
+from strongroom.fs.volume import FULL_ROTATION, UPGRADE_STAGED
 
 STATE = FULL_ROTATION
 STAGE = "strongroom.rotate-full.tree"
@@ -92,6 +92,8 @@ def rotate_full(
         raise RotationError("a reencrypt pass was interrupted: run 'strongroom fs reencrypt' to finish it first")
     if journal.pending(str(volume)):
         raise RotationError("the volume has unfinished shrinks: mount it once (they finish at mount), then rotate")
+    if os.path.lexists(volume / UPGRADE_STAGED):
+        raise RotationError("an upgrade to format version 5 was interrupted: run 'strongroom fs upgrade' to finish it first")
     sks = [source_keys(s) for s in cfg.key_sources]
     for s, sk in zip(cfg.key_sources, sks, strict=True):  # every secret must be the right one
         cfg.unlock_with_source_key(s, sk)
@@ -107,13 +109,30 @@ def rotate_full(
     if state["phase"] == "build":
         old = cfg.unlock_with_source_key(cfg.key_sources[0], sks[0])
         (volume / STAGE).mkdir(mode=0o700, exist_ok=True)
-        _Build(volume, cfg, old, new, names.unb64u(state["root_iv"]), progress, result).run()
+        build = _Build(volume, cfg, old, new, names.unb64u(state["root_iv"]), progress, result)
+        build.run()
         os.sync()  # the whole new tree durable before the old one goes
         state["phase"] = "swap"
+        state["specials"] = build.specials
         state["old"] = sorted(n for n in os.listdir(volume) if not _kept(n))
         _save_state(volume, state)
     _swap(volume, state, cfg.unlock_with_source_key(cfg.key_sources[0], sks[0]), staged, new)
     return result
+
+
+def abort(volume: Path) -> bool:
+    """Forget a full rotation still building (the old tree and config were not changed); False
+    when there is none.  One that is swapping cannot be taken back, only finished."""
+    state = _load_state(volume)
+    if state is None:
+        return False
+    if state["phase"] != "build":
+        raise RotationError("the rotation is swapping the new tree in: run 'strongroom fs rotate --full' to finish it")
+    if (volume / STAGE).is_dir():
+        remove_tree(volume / STAGE)
+    os.unlink(volume / STATE)
+    durable.fsync_dir(volume)
+    return True
 
 
 def _kept(name: str) -> bool:
@@ -125,13 +144,16 @@ def _swap(volume: Path, state: dict[str, Any], old: keys.VolumeKeys, staged: con
     """Old tree out, new tree in, then the root's tweak, attributes and rules, then the config:
     each step repeatable (``old`` is the config's keys at the time: after a crash past the
     config's replacement, the new ones)."""
+    stage = volume / STAGE
+    for old_rel, new_rel in state.get("specials", []):  # FIFOs, sockets, devices: moved, not copied
+        if os.path.lexists(volume / old_rel):
+            os.rename(volume / old_rel, stage / new_rel)
     for name in state["old"]:  # the old tree goes (the new one is whole and durable in the stage)
         path = volume / name
         if path.is_dir() and not path.is_symlink():
             remove_tree(path)
         elif os.path.lexists(path):
             os.unlink(path)
-    stage = volume / STAGE
     if stage.is_dir():
         for name in sorted(os.listdir(stage)):
             os.rename(stage / name, volume / name)
@@ -195,6 +217,7 @@ class _Build:
         self.progress = progress
         self.result = result
         self.links: dict[int, Path] = {}  # an old inode -> its first new name
+        self.specials: list[tuple[str, str]] = []  # (old path, new path in the stage) of each special file
         self.dirs: list[tuple[Path, os.stat_result]] = []  # new directories, their metadata set last
 
     def run(self) -> None:
@@ -231,7 +254,10 @@ class _Build:
                         continue
                     plain = self._plain(d.here, n, old_iv)
                     lower, _ = self._new_name(new_dir, plain, new_iv)
-                    self._entry(d.here / n, new_dir / lower)
+                    try:
+                        self._entry(d.here / n, new_dir / lower, d.rel_of(n))
+                    except (sidecar.UnsafeFile, content.DamagedFile, names.BadName) as e:
+                        raise RotationError(f"{d.rel_of(n)}: {e}; run 'strongroom fs fsck' first, then rotate again") from None
                     self.progress(1)
         for path, st in reversed(self.dirs):  # deepest first: setting a mode may close a directory
             os.chown(path, st.st_uid, st.st_gid)
@@ -270,7 +296,7 @@ class _Build:
         return lower, full
 
     # -- entries -------------------------------------------------------------------------
-    def _entry(self, old: Path, new: Path) -> None:
+    def _entry(self, old: Path, new: Path, old_rel: str) -> None:
         st = os.lstat(old)
         if stat.S_ISREG(st.st_mode):
             if st.st_nlink > 1 and st.st_ino in self.links:
@@ -284,8 +310,8 @@ class _Build:
         elif stat.S_ISLNK(st.st_mode):
             if not os.path.lexists(new):
                 self._symlink(old, new, st)
-        elif not os.path.lexists(new):  # a FIFO, socket or device: the inode itself moves
-            os.rename(old, new)
+        else:  # a FIFO, socket or device: the inode itself moves there, in the swap
+            self.specials.append((old_rel, str(new.relative_to(self.volume / STAGE))))
             self.result.special += 1
 
     def _file(self, old: Path, new: Path, st: os.stat_result) -> None:

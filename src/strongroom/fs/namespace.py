@@ -256,11 +256,14 @@ class Namespace:
                 if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                     raise
                 # A stored tweak is the only lower entry an empty plaintext directory may hold.
+                own = (names.DIRIV, names.DIRIV + ".tmp")  # its tweak, and a replacement a crash left
                 with self.beneath.directory(lower) as inside:
-                    if [n for n in os.listdir(inside) if n != names.DIRIV]:
+                    if [n for n in os.listdir(inside) if n not in own]:
                         raise os_error(errno.ENOTEMPTY) from None
                     kept = self.paths.stored_diriv(inside)
-                    os.unlink(os.path.join(inside, names.DIRIV))
+                    for n in own:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(os.path.join(inside, n))
                 try:
                     with self.beneath.path(lower) as at:
                         os.rmdir(at.name, dir_fd=at.dir_fd)

@@ -26,7 +26,7 @@ from typing import Any
 from strongroom.crypto.kdf import MEMORY_KIB_FLOOR
 from strongroom.fs import config, content, durable, journal, keys, names, reencrypt, sidecar, xattrs
 from strongroom.fs.lowerwalk import Tree
-from strongroom.fs.volume import UPGRADE_STAGED
+from strongroom.fs.volume import FULL_ROTATION, UPGRADE_STAGED
 
 STAGED = UPGRADE_STAGED
 JOURNAL = "strongroom.upgrade.journal"
@@ -97,6 +97,8 @@ def upgrade(
     cfg = config.VolumeConfig.load(volume)
     if cfg.version >= keys.V5 and not in_progress(volume):
         return UpgradeResult(already=True)
+    if os.path.lexists(volume / FULL_ROTATION):
+        raise UpgradeError("a full key rotation was interrupted: run 'strongroom fs rotate --full' to finish it first")
     if "rotation" in cfg.extra:
         raise UpgradeError("a key rotation was interrupted: run 'strongroom fs rotate' to finish it first")
     if os.path.lexists(volume / reencrypt.JOURNAL):
@@ -109,6 +111,12 @@ def upgrade(
     sks = [source_keys(s) for s in cfg.key_sources]
     for s, sk in zip(cfg.key_sources, sks, strict=True):  # every secret must be the right one
         cfg.unlock_with_source_key(s, sk)
+    if not in_progress(volume):  # every object read first: a damaged one refuses the upgrade untouched
+        old = cfg.unlock_with_source_key(cfg.key_sources[0], sks[0])
+        trial = keys.VolumeKeys.of(
+            cfg.volume_id, old.kek, {p: old.by_purpose(p) for p in keys.PURPOSES} | {"dir-ids": bytes(32)}, keys.V5
+        )
+        _Pass(volume, cfg, trial, lambda n: None, dry=True).run()
     staged = _staged(volume, cfg, sks, renew)
     new = staged.unlock_with_kek(cfg.unlock_with_source_key(cfg.key_sources[0], sks[0]).kek)  # the KEK stays
     result = _Pass(volume, cfg, new, progress).run()
@@ -128,7 +136,11 @@ def _finish(volume: Path) -> None:
 
 
 class _Pass:
-    def __init__(self, volume: Path, cfg: config.VolumeConfig, new: keys.VolumeKeys, progress: Callable[[int], None]) -> None:
+    def __init__(
+        self, volume: Path, cfg: config.VolumeConfig, new: keys.VolumeKeys, progress: Callable[[int], None], dry: bool = False
+    ) -> None:
+        """``dry``: every object read and checked, nothing written."""
+        self.dry = dry
         self.volume = volume
         self.new = new
         self.old_tweaks = names.Tweaks(cfg.version)
@@ -160,15 +172,24 @@ class _Pass:
                     d.dirnames.remove(journal.DIR)
                 parent = tweaks.get(d.rel.rpartition("/")[0]) if d.rel else None
                 own = d.rel.rpartition("/")[2]
-                iv = self._directory(d.here, parent, own)
+                iv = self._refusing(d.rel or ".", self._directory, d.here, parent, own)
                 tweaks[d.rel] = iv
                 self._attributes(f"{d.here}/.", xattrs.dir_binding(iv))  # "/.": the directory, not /proc's link
                 for n in d.filenames:
                     if names.is_reserved(n) or n.endswith(names.LONG_SUFFIX) or (not d.rel and n.startswith(config.CONFIG)):
                         continue
-                    self._entry(d.here / n)
+                    self._refusing(d.rel_of(n), self._entry, d.here / n)
                     self.progress(1)
         return self.result
+
+    @staticmethod
+    def _refusing(where: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)``; an object that is damaged or not what it should be stops the pass
+        (every object is whole in either form, so it resumes once fsck's findings are dealt with)."""
+        try:
+            return fn(*args)
+        except (names.BadName, sidecar.UnsafeFile, content.DamagedFile) as e:
+            raise UpgradeError(f"{where}: {e}; run 'strongroom fs fsck' first, then upgrade again") from None
 
     # -- directories -------------------------------------------------------------------
     def _directory(self, here: Path, parent: bytes | None, own: str) -> bytes:
@@ -181,6 +202,8 @@ class _Pass:
             raise UpgradeError(f"{here}: directory tweak missing; run 'strongroom fs fsck' first")
         else:
             iv = self.old_tweaks.derive(parent, own)
+        if self.dry:
+            return iv
         mode = stat.S_IMODE(os.stat(here).st_mode)
         if mode & 0o300 != 0o300:  # a directory without owner write access keeps its mode
             os.chmod(here, mode | 0o300)
@@ -201,7 +224,7 @@ class _Pass:
             if st.st_size == 0:
                 self._attributes(str(path), xattrs.EMPTY)
                 return
-            fd = sidecar.open_regular(path, os.O_RDWR)
+            fd = sidecar.open_regular(path, os.O_RDONLY if self.dry else os.O_RDWR)
             try:
                 raw = os.pread(fd, content.HEADER, 0)
                 self._header(fd, st.st_ino, raw)
@@ -218,6 +241,8 @@ class _Pass:
                 pass
         try:
             header = content.FileHeader.decode(raw, self.new.kek, self.new.volume_id)
+            if self.dry:
+                return
             self._journal(ino, raw)
         except content.DamagedFile:
             old = self.journalled.get(ino)
@@ -248,6 +273,8 @@ class _Pass:
         except content.DamagedFile:
             pass
         header = content.FileHeader.decode(sealed[: content.HEADER], self.new.kek, self.new.volume_id)
+        if self.dry:
+            return
         new = content.FileHeader(header.file_id, header.file_key, keys.SYMLINK).encode(self.new.kek, self.new.volume_id)
         tmp = path.with_name(f"{reencrypt.TMP_PREFIX}{names.b64u(os.urandom(9))}")
         os.symlink(names.b64u(new + sealed[content.HEADER :]), tmp)
@@ -269,5 +296,7 @@ class _Pass:
                 plain = self.old_values.open_value(lower, value, binding if self.old_bound else None)
             except keys.WrongKey:
                 continue  # damaged before: stays damaged, fsck names it
+            if self.dry:
+                continue
             os.setxattr(node, lower, self.new_values.seal_value(lower, plain, binding), follow_symlinks=False)
             self.result.attributes += 1
