@@ -3,6 +3,7 @@ in its own process, unmounted (or cleaned up after a kill) at the end."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -98,3 +99,17 @@ class Mount:
 
     def lower_files(self) -> list[Path]:
         return [p for p in self.lower.rglob("*") if p.is_file() and not p.name.startswith("strongroom.")]
+
+
+def lower_digest(lower: Path) -> dict[str, bytes]:
+    """Every lower entry's bytes (a symlink's target, a file's content and attributes, another
+    entry's mode): equal digests mean a lower tree left exactly as it was."""
+    out = {}
+    for p in sorted(lower.rglob("*")):
+        if p.is_symlink():
+            out[str(p)] = os.readlink(p).encode()
+        elif p.is_file():
+            out[str(p)] = p.read_bytes() + repr(sorted((a, os.getxattr(p, a)) for a in os.listxattr(p))).encode()
+        else:
+            out[str(p)] = oct(p.lstat().st_mode).encode()
+    return out

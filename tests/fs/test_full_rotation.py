@@ -18,7 +18,7 @@ import pytest
 
 from strongroom.fs import acl, config, content, fullrotate, names, standalone
 from tests.fs.make_fixtures import _manifest
-from tests.fs.mounts import PASSPHRASE, Mount
+from tests.fs.mounts import PASSPHRASE, Mount, lower_digest
 from tests.serverproc import cli
 
 FIXTURES = Path(__file__).with_name("fixtures")
@@ -140,18 +140,6 @@ def test_an_interrupted_full_rotation_resumes_and_no_mount_starts_meanwhile(
     _reads_back(m, want, export, secret, old_kek)
 
 
-def _digest(lower: Path) -> dict[str, bytes]:
-    out = {}
-    for p in sorted(lower.rglob("*")):
-        if p.is_symlink():
-            out[str(p)] = os.readlink(p).encode()
-        elif p.is_file():
-            out[str(p)] = p.read_bytes() + repr(sorted((a, os.getxattr(p, a)) for a in os.listxattr(p))).encode()
-        else:
-            out[str(p)] = oct(p.lstat().st_mode).encode()
-    return out
-
-
 def test_a_damaged_block_stops_the_rotation_and_abort_gives_the_volume_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -164,13 +152,13 @@ def test_a_damaged_block_stops_the_rotation_and_abort_gives_the_volume_back(
         byte = f.read(1)
         f.seek(-10, os.SEEK_END)
         f.write(bytes([byte[0] ^ 1]))
-    before = _digest(m.lower)
+    before = lower_digest(m.lower)
     r = cli("fs", "rotate", "--full", str(m.lower), "--passphrase-file", str(m.pwfile))
     assert r.returncode != 0 and len(r.stderr.splitlines()) == 1 and b"--abort" in r.stderr, r.stderr
     r = cli("fs", "mount", str(m.lower), str(m.mnt), "--passphrase-file", str(m.pwfile))
     assert r.returncode != 0 and b"rotate --full" in r.stderr
     r = cli("fs", "rotate", "--full", "--abort", str(m.lower))
     assert r.returncode == 0 and b"forgotten" in r.stdout, r.stderr
-    assert _digest(m.lower) == before  # as it was: the old tree and config were never changed
+    assert lower_digest(m.lower) == before  # as it was: the old tree and config were never changed
     r = cli("fs", "fsck", str(m.lower), "--passphrase-file", str(m.pwfile))
     assert r.returncode == 1, r.stdout  # the damage, named

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from strongroom.fs import config, content, names, upgrade
 from tests.fs.make_fixtures import _manifest
-from tests.fs.mounts import PASSPHRASE, Mount
+from tests.fs.mounts import PASSPHRASE, Mount, lower_digest
 from tests.serverproc import cli
 
 FIXTURES = Path(__file__).with_name("fixtures")
@@ -129,16 +129,6 @@ def test_a_torn_header_rewrite_is_undone_from_the_journal(tmp_path: Path) -> Non
     _reads_as_written(m)
 
 
-def _digest(lower: Path) -> dict[str, bytes]:
-    out = {}
-    for p in sorted(lower.rglob("*")):
-        if p.is_symlink():
-            out[str(p)] = os.readlink(p).encode()
-        elif p.is_file():
-            out[str(p)] = p.read_bytes() + repr(sorted((a, os.getxattr(p, a)) for a in os.listxattr(p))).encode()
-    return out
-
-
 def test_a_damaged_volume_is_refused_and_left_untouched(tmp_path: Path) -> None:
     """Every object is read before anything is written: a header that does not authenticate
     stops the upgrade with one line, and the volume stays a working version-4 volume."""
@@ -151,9 +141,9 @@ def test_a_damaged_volume_is_refused_and_left_untouched(tmp_path: Path) -> None:
         byte = f.read(1)
         f.seek(40)
         f.write(bytes([byte[0] ^ 1]))
-    before = _digest(m.lower)
+    before = lower_digest(m.lower)
     r = cli("fs", "upgrade", str(m.lower), "--passphrase-file", str(m.pwfile))
     assert r.returncode != 0 and len(r.stderr.splitlines()) == 1 and b"fsck" in r.stderr, r.stderr
-    assert _digest(m.lower) == before and config.VolumeConfig.load(m.lower).version == 4
+    assert lower_digest(m.lower) == before and config.VolumeConfig.load(m.lower).version == 4
     m.start()  # still mounts as it was
     m.stop()

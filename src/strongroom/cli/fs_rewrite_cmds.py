@@ -15,6 +15,13 @@ import click
 from strongroom.cli.common import CliError, emit, json_option, passphrase_option, profile_option, progress_bar, read_passphrase
 from strongroom.cli.fs_cmds import _fs_errors, _trustee_client, _volume_keys, fs
 
+# every key source is sealed again by rotate and upgrade: the recovery passphrase is needed too
+_recovery_option = click.option(
+    "--recovery-passphrase-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The recovery passphrase, if the volume has one.",
+)
+
 
 @contextlib.contextmanager
 def _held(volume: Path) -> Iterator[None]:
@@ -42,11 +49,7 @@ def _held(volume: Path) -> Iterator[None]:
     help="Renew every key, not only the KEK: names, attributes, rules and file contents are written anew.",
 )
 @click.option("--abort", "abort_", is_flag=True, help="With --full: forget an interrupted full rotation that is still building.")
-@click.option(
-    "--recovery-passphrase-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The recovery passphrase, if the volume has one.",
-)
+@_recovery_option
 @passphrase_option
 @profile_option
 @json_option
@@ -194,11 +197,7 @@ def _every_source_key(
 
 @fs.command("upgrade")
 @click.argument("volume", type=click.Path(file_okay=False, path_type=Path))
-@click.option(
-    "--recovery-passphrase-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The recovery passphrase, if the volume has one.",
-)
+@_recovery_option
 @passphrase_option
 @profile_option
 @json_option

@@ -329,10 +329,7 @@ class _Build:
                 old_binding, new_binding = xattrs.file_binding(old_id), xattrs.file_binding(header.file_id)
                 self.result.bytes += total
             self._attributes(src, fd, old_binding, new_binding)
-            os.fchown(fd, st.st_uid, st.st_gid)
-            os.fchmod(fd, st.st_mode & 0o7777)
-            os.fsync(fd)
-            os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+            reencrypt.finish_copy(fd, st)
         except BaseException:
             os.close(fd)
             os.unlink(tmp)

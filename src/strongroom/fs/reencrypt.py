@@ -184,6 +184,15 @@ def copy_content(
     return total, old.file_id
 
 
+def finish_copy(fd: int, st: os.stat_result) -> None:
+    """A copy given its original's owner, mode and times (last: writing would change them),
+    durable before it is renamed over anything."""
+    os.fchown(fd, st.st_uid, st.st_gid)
+    os.fchmod(fd, st.st_mode & 0o7777)
+    os.fsync(fd)
+    os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
 def _file(paths: list[Path], keys: VolumeKeys, bound_xattrs: bool, holes: bool) -> int:
     first = paths[0]
     src = sidecar.open_regular(first, os.O_RDONLY)
@@ -207,10 +216,7 @@ def _file(paths: list[Path], keys: VolumeKeys, bound_xattrs: bool, holes: bool) 
                     except keys_mod.WrongKey:
                         pass  # damaged before: copied as it is, still damaged (fsck names it)
                 os.setxattr(fd, attr, value)
-            os.fchown(fd, st.st_uid, st.st_gid)
-            os.fchmod(fd, st.st_mode & 0o7777)
-            os.fsync(fd)
-            os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+            finish_copy(fd, st)
         except BaseException:
             os.close(fd)
             os.unlink(tmp)  # no copy left behind
