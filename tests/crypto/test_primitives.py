@@ -142,3 +142,11 @@ def test_request_signing_vector() -> None:
 
 
 VECTOR_SIGNATURE = "dHNjIyuFKEWSGeHEHjzpDr3m-CN2vlCkyGbDOniNf8mZpNVH_0hAOSkM3kTE8VcLrtwOampzp0p43DA9TuXFAw"
+
+
+def test_new_argon2id_parameters_have_a_floor() -> None:
+    """No new seal is made with less than MEMORY_KIB_FLOOR of memory (FORMAT.md §4), whatever the
+    environment asks for; a version-5 config naming less is refused (tests/fs/test_format.py)."""
+    with pytest.raises(ValueError, match="too weak"):
+        kdf.Argon2Params.fresh(memory_kib=kdf.MEMORY_KIB_FLOOR - 1)
+    assert kdf.Argon2Params.fresh(memory_kib=kdf.MEMORY_KIB_FLOOR).memory_kib == kdf.MEMORY_KIB_FLOOR

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from strongroom.fs import content
+from strongroom.fs import config, content
 from strongroom.fs.fuse_ops import VolumeOps
 from strongroom.fs.volume import init_volume, unlock
 
@@ -112,8 +112,13 @@ def _manifest(mnt: Path) -> dict[str, dict[str, object]]:
 
 
 def v4() -> None:
-    """The v4 fixture: built offline, then read back through a real mount for its manifest."""
+    """The v4 fixture: built offline, then read back through a real mount for its manifest.  It
+    was made by the release that wrote version 4 (the tests read it as such); this release writes
+    version 5, so remaking it here would store a version-5 volume under the v4 name."""
     from tests.fs.mounts import Mount
+
+    if config.VERSION != 4:
+        raise SystemExit("the v4 fixture is frozen: it can only be made by a release that writes version 4")
 
     os.environ["STRONGROOM_ARGON2_MEMORY_KIB"] = "256"  # cheap to open; the values are stored
     os.environ["STRONGROOM_ARGON2_ITERATIONS"] = "1"
