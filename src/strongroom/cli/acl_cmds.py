@@ -127,7 +127,7 @@ def acl_add(
             raise CliError(f"{c}: give the absolute path of an existing program for --children")
         pinned[os.path.realpath(c)] = acl_mod.sha256_file(os.path.realpath(c))
     volume, key, rules = _open_rules(target, passphrase_file, profile, servers)
-    ids = [int(r.id[1:]) for r in rules.rules if r.id[1:].isdigit()]
+    ids = [int(r.id[1:]) for r in rules.rules if r.id[1:].isascii() and r.id[1:].isdigit()]
     rule = acl_mod.Rule(
         id=f"r{max(ids, default=0) + 1}",
         program=real,
@@ -286,7 +286,7 @@ def acl_learn(
     entries = [json.loads(line) for line in log_path.read_text().splitlines()] if log_path.exists() else []
     proposed = acl_mod.propose(entries)
     if apply_:
-        ids = [int(r.id[1:]) for r in rules.rules if r.id[1:].isdigit()]
+        ids = [int(r.id[1:]) for r in rules.rules if r.id[1:].isascii() and r.id[1:].isdigit()]
         for n, r in enumerate(proposed, start=max(ids, default=0) + 1):
             r.id = f"r{n}"
             rules.rules.append(r)

@@ -17,7 +17,7 @@ from rich.table import Table
 from strongroom.cli.common import CliError, console, emit, json_option, open_client, profile_option
 from strongroom.client.profile import default_path
 
-_DURATION = re.compile(r"^(\d+)([smhd]?)$")
+_DURATION = re.compile(r"^(\d+)([smhd]?)$", re.ASCII)  # "٣" is no number here
 
 
 def parse_when(value: str | None) -> float | None:

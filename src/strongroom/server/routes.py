@@ -12,6 +12,7 @@ from urllib.parse import parse_qsl
 from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field
 
+from strongroom.server import numbers
 from strongroom.server.service import MAX_ENTROPY, MAX_OWNER_CHARS, MAX_VERSION, Policy
 
 
@@ -44,7 +45,7 @@ class Param:
                 raise PassOn
             return text == "true"
         if self.kind is int:
-            if not text.isascii() or not text.isdigit() or len(text) > 19:
+            if not numbers.is_digits(text) or len(text) > 19:
                 raise PassOn
             value = int(text)
             if (self.ge is not None and value < self.ge) or (self.le is not None and value > self.le):

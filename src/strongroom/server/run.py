@@ -21,8 +21,8 @@ from typing import Any
 
 from strongroom.crypto.hygiene import harden_process
 from strongroom.server import barrier as barrier_mod
+from strongroom.server import numbers, storage, tls
 from strongroom.server import repository as repo
-from strongroom.server import storage, tls
 from strongroom.server.datadir import DataDir
 from strongroom.server.errors import StorageUnavailable
 
@@ -35,7 +35,7 @@ class StartError(RuntimeError):
 
 def parse_listen(listen: str) -> tuple[str, int]:
     host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+    if not sep or numbers.whole(port, 0, 65535, max_len=5) is None:
         raise ValueError(f"--listen must be HOST:PORT, got {listen!r}")
     return host.strip("[]") or "127.0.0.1", int(port)
 

@@ -24,6 +24,7 @@ from strongroom.crypto.identity import b64u, unb64u, verify
 from strongroom.rng.mix import EntropyMixer
 from strongroom.server import audit as audit_mod
 from strongroom.server import barrier as barrier_mod
+from strongroom.server import numbers
 from strongroom.server import repository as repo
 from strongroom.server import storage as st
 from strongroom.server.committer import GroupCommitter
@@ -196,7 +197,7 @@ class Service:
         sig = h.get(reqsig.HEADER_SIG, "")
         if not (client_id and ts and nonce and sig):
             raise Unauthorized("request is not signed (see docs/API.md, Authentication)")
-        if not CLIENT_ID_RE.match(client_id) or not NONCE_RE.match(nonce) or not ts.isdigit() or len(ts) > 12:
+        if not CLIENT_ID_RE.match(client_id) or not NONCE_RE.match(nonce) or numbers.whole(ts, max_len=12) is None:
             raise Unauthorized("malformed authentication headers")
         if abs(self.clock() - int(ts)) > reqsig.MAX_SKEW_SECONDS:
             raise Unauthorized("request timestamp is more than 5 minutes off the server's clock")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
+from strongroom.server import numbers
 from strongroom.server.vault.errors import Invalid
 
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_PART = numbers.ascii_pattern(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_SECONDS = 10 * 365 * 86400
 
@@ -23,7 +22,7 @@ def seconds(value: object, what: str) -> int:
         text = value.strip()
         if text == "":
             return 0
-        if text.isdigit():
+        if numbers.is_digits(text):
             out = int(text)
         else:
             pos, total = 0, 0.0

@@ -12,6 +12,7 @@ import json
 import re
 from typing import Any
 
+from strongroom.server import numbers
 from strongroom.server import repository as repo
 from strongroom.server.errors import Refused
 from strongroom.server.repository import DepositRow, KvSettingsRow
@@ -58,7 +59,7 @@ def _versions_arg(body: dict[str, Any]) -> list[int]:
         raise Invalid("no version number provided")
     out = []
     for v in raw:
-        if isinstance(v, str) and v.strip().isdigit():
+        if isinstance(v, str) and numbers.is_digits(v.strip()):
             v = int(v.strip())
         if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= 2**31 - 1:
             raise Invalid("versions must be positive integers")

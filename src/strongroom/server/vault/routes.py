@@ -11,6 +11,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
+from strongroom.server import numbers
 from strongroom.server import repository as repo
 from strongroom.server.errors import Refused, StorageUnavailable
 from strongroom.server.service import Service
@@ -97,9 +98,10 @@ def _health(p: Plain) -> tuple[int, dict[str, Any]]:
         raw = p.query.get(name)
         if raw is None:
             return default
-        if not raw.isdigit() or not 100 <= int(raw) <= 599:
+        value = numbers.whole(raw, 100, 599)
+        if value is None:
             raise Invalid(f"{name} must be an HTTP status code")
-        return int(raw)
+        return value
 
     for name in ("standbycode", "drsecondarycode", "performancestandbycode", "uninitcode", "sealedcode", "activecode"):
         code(name, 0)  # each override is checked; standby, DR secondary and uninitialized never apply here
@@ -325,9 +327,10 @@ def _version_query(c: Call) -> int | None:
     raw = c.query.get("version")
     if raw is None or raw == "":
         return None
-    if not raw.isdigit() or len(raw) > 10 or int(raw) > 2**31 - 1:
+    value = numbers.whole(raw, 0, 2**31 - 1, max_len=10)
+    if value is None:
         raise Invalid("version must be a non-negative integer")
-    return int(raw) or None
+    return value or None
 
 
 def _kv(add: Any, kv: KvV2) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from strongroom.crypto import aead
 from strongroom.crypto import transit as tc
+from strongroom.server import numbers
 from strongroom.server import repository as repo
 from strongroom.server.barrier import Barrier
 from strongroom.server.errors import IntegrityFailure, Refused
@@ -28,7 +29,7 @@ from strongroom.server.vault.tokens import iso
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 MAX_BATCH = 4096
-_CIPHERTEXT = re.compile(r"^vault:v(\d{1,10}):(.*)$", re.S)
+_CIPHERTEXT = numbers.ascii_pattern(r"^vault:v(\d{1,10}):(.*)$", re.S)
 
 
 def _b64(value: object, what: str) -> bytes:
@@ -65,7 +66,7 @@ def unwire(text: object, what: str = "ciphertext") -> tuple[int, bytes]:
 def _int(value: object, what: str, default: int = 0) -> int:
     if value is None:
         return default
-    if isinstance(value, str) and value.isdigit() and len(value) <= 10:
+    if isinstance(value, str) and numbers.is_digits(value) and len(value) <= 10:
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 2**31 - 1:
         raise Invalid(f"{what} must be a non-negative integer")
