@@ -194,3 +194,26 @@ def test_verify_accepts_only_the_uncommitted_batch(tmp_path: Path) -> None:
         assert not result.ok and "truncated" in result.reason
     finally:
         store.dispose()
+
+
+@pytest.mark.parametrize("wipe", ["removed", "emptied", "garbage"])
+def test_a_wiped_head_file_does_not_verify(tmp_path: Path, wipe: str) -> None:
+    """The chain's tail cut in the database (its head row moved back to match, as anyone with the
+    database can) and the data dir's head file removed, emptied or overwritten: verify refuses
+    (it said "ok" when the file was gone)."""
+    data = DataDir(tmp_path / "data")
+    init_server(data, PASSPHRASE)  # entries 1 and 2
+    store = storage.Store(data.load_config().db_url)
+    bar = barrier.Barrier()
+    try:
+        _truncate_to(store, 1)
+        if wipe == "removed":
+            data.head_file.path.unlink()
+        else:
+            data.head_file.path.write_bytes(b"" if wipe == "emptied" else b"not a head\n")
+        with store.snapshot() as tx:
+            bar.unseal(tx, barrier.derive_unseal_key(tx, PASSPHRASE), 1)
+            result = audit.verify(tx, bar.audit_key(), data.head_file)
+        assert not result.ok and "head file" in result.reason, result
+    finally:
+        store.dispose()

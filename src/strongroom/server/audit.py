@@ -114,14 +114,20 @@ def verify(tx: Tx, key: bytes, head_file: HeadFile | None) -> VerifyResult:
             False, count, last + 1, f"the database head says entry {head[0] if head else '?'}, the log ends at {last}"
         )
     if head_file is not None:
-        mirrored = head_file.read()
-        if mirrored is not None:
-            fseq, fmac = mirrored.seq, mirrored.mac
-            if fseq > last and mirrored.prev is not None and mirrored.prev[0] == last:
-                # The batch after `last` was in flight at a crash: never committed, never answered.
-                fseq, fmac = mirrored.prev
-            if fseq > last:
-                return VerifyResult(False, count, last + 1, f"log truncated: the data dir head names entry {fseq}")
-            if fseq > 0 and not hmac.compare_digest(macs.get(fseq, b""), fmac):
-                return VerifyResult(False, count, fseq, f"entry {fseq} differs from the data dir head")
+        try:
+            mirrored = head_file.read()
+        except (ValueError, OSError):
+            return VerifyResult(False, count, None, "the data dir's audit head file is damaged or unreadable")
+        if mirrored is None:
+            # `server init` and a restore write it: gone or emptied, it can no longer tell how
+            # long the chain was, which is what wiping the chain's tail with it would hide
+            return VerifyResult(False, count, None, "the data dir's audit head file is missing or empty")
+        fseq, fmac = mirrored.seq, mirrored.mac
+        if fseq > last and mirrored.prev is not None and mirrored.prev[0] == last:
+            # The batch after `last` was in flight at a crash: never committed, never answered.
+            fseq, fmac = mirrored.prev
+        if fseq > last:
+            return VerifyResult(False, count, last + 1, f"log truncated: the data dir head names entry {fseq}")
+        if fseq > 0 and not hmac.compare_digest(macs.get(fseq, b""), fmac):
+            return VerifyResult(False, count, fseq, f"entry {fseq} differs from the data dir head")
     return VerifyResult(True, count)

@@ -40,7 +40,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 
 from strongroom.crypto import reqsig
-from strongroom.server.errors import StorageUnavailable
+from strongroom.server.errors import BadRequest, StorageUnavailable
 
 SCHEMA_VERSION = "1"
 NONCE_MEMORY_SECONDS = 2 * reqsig.MAX_SKEW_SECONDS  # a seen request is remembered for twice the signature window
@@ -375,6 +375,17 @@ def make_engine(url: str) -> Engine:
     raise ValueError("database URL must start with sqlite:/// or postgresql://")
 
 
+
+def _text_ok(params: Sequence[Any]) -> Sequence[Any]:
+    """``params``, refused (400) when a text value holds a NUL: PostgreSQL cannot store one (it
+    failed there as a 500 while SQLite kept it), so both databases refuse it alike, whatever
+    request field it came from."""
+    for p in params:
+        if type(p) is str and "\x00" in p:
+            raise BadRequest("text may not contain NUL characters")
+    return params
+
+
 class Tx:
     """One transaction on one DB-API connection; SQL uses ``?`` placeholders on both databases."""
 
@@ -395,10 +406,10 @@ class Tx:
         return q
 
     def all(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-        return list(self._conn.execute(self._sql(sql), params).fetchall())
+        return list(self._conn.execute(self._sql(sql), _text_ok(params)).fetchall())
 
     def one(self, sql: str, *params: Any) -> tuple[Any, ...] | None:
-        row = self._conn.execute(self._sql(sql), params).fetchone()
+        row = self._conn.execute(self._sql(sql), _text_ok(params)).fetchone()
         return tuple(row) if row is not None else None
 
     def value(self, sql: str, *params: Any) -> Any:
@@ -407,9 +418,11 @@ class Tx:
 
     def run(self, sql: str, *params: Any) -> int:
         """Execute; returns the number of rows changed."""
-        return int(self._conn.execute(self._sql(sql), params).rowcount)
+        return int(self._conn.execute(self._sql(sql), _text_ok(params)).rowcount)
 
     def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        for row in rows:
+            _text_ok(row)
         if self._pg:
             with self._conn.cursor() as cur:
                 cur.executemany(self._sql(sql), rows)

@@ -42,7 +42,7 @@ class Vault:
         self.front = VaultFront(_not_vault, host.service, limit=1 << 20, run=run)
 
     def call(self, method: str, path: str, token: str | None = None, body: Any = None, signed: bool = False) -> Reply:
-        content = json.dumps(body).encode() if body is not None else b""
+        content = body if isinstance(body, bytes) else json.dumps(body).encode() if body is not None else b""
         headers = {"x-vault-token": token} if token else {}
         if signed:
             headers.update(self.host.request(method, "/v1/" + path, content).headers)

@@ -27,6 +27,7 @@ from strongroom.server.audit import AuditWriter
 from strongroom.server.errors import ApiError, Refused, TooLarge
 from strongroom.server.service import Checked, Ctx, Service, SignedRequest
 from strongroom.server.storage import Tx
+from strongroom.server.vault import jsonshape
 from strongroom.server.vault import policy as pol
 from strongroom.server.vault.errors import Invalid, Missing, PermissionDenied, errors_of
 from strongroom.server.vault.tokens import Caller, Tokens, token_hash
@@ -248,12 +249,16 @@ class VaultFront:
                 raise Invalid("failed to parse JSON input: the body is not valid JSON (or nested too deeply)") from None
             if parsed is None:
                 parsed = {}  # `bao write -f` sends null for "no data"
+            jsonshape.check(parsed)
             if not isinstance(parsed, dict):
                 raise Invalid("failed to parse JSON input: the body must be a JSON object")
             body = parsed
         path = scope["path"][len("/v1/") :]
         index, params = self.engine.match(method, path)
         route = self.engine.routes[index]
+        # a secret's own values may hold any JSON string; nothing else that is stored or audited may
+        kv_data = method in ("POST", "PATCH") and route.template.endswith("/data/{path*}")
+        jsonshape.no_nul(path, query, {k: v for k, v in body.items() if not (kv_data and k == "data")})
         headers = dict(scope.get("headers", []))
         token = headers.get(b"x-vault-token", b"").decode("latin-1").strip()
         if not token:
@@ -292,3 +297,4 @@ def _self_caller(ctx: Ctx) -> Caller:
 
     row = TokenRow("", ctx.client.id, None, '["root"]', "signed", "{}", 0.0, None, 0, None, 0, 0)
     return Caller(ctx.client, row, pol.Acl([], root=True))
+

@@ -17,7 +17,7 @@ from strongroom.server import repository as repo
 from strongroom.server.errors import Refused
 from strongroom.server.repository import DepositRow, KvSettingsRow
 from strongroom.server.service import Ctx, Service
-from strongroom.server.vault import durations
+from strongroom.server.vault import durations, jsonshape
 from strongroom.server.vault.errors import Invalid, Missing
 from strongroom.server.vault.tokens import iso
 
@@ -119,10 +119,11 @@ class KvV2:
         raw = self.service.retrieve(ctx, dep, v, "vault.kv.read", target, kv_checked=True)
         try:
             value = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             value = None
         if not isinstance(value, dict):
             raise Invalid("this deposit was not written as a KV secret (its content is not a JSON object)")
+        jsonshape.check(value, "this deposit cannot be read as a KV secret")  # (written through the deposit API)
         return 200, {"data": value, "metadata": meta}
 
     def write(self, ctx: Ctx, path: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -139,6 +140,8 @@ class KvV2:
         if not isinstance(patch, dict):
             raise Invalid("no data provided")
         options = body.get("options") or {}
+        if not isinstance(options, dict):
+            raise Invalid("options must be an object")
         status, current = self.read(ctx, path, None)
         if status != 200:
             raise Refused(Missing())
