@@ -36,6 +36,7 @@ from strongroom.server.routes import (
     UnsealRequest,
 )
 from strongroom.server.service import Checked, Service, SignedRequest
+from strongroom.server.vault.http import PREFIXES as VAULT_PREFIXES
 from strongroom.server.vault.http import Outcome, VaultFront, Wire
 from strongroom.server.writer import NOT_SIGNED
 from strongroom.server.writerlink import WriterLink
@@ -69,6 +70,13 @@ class BodyLimit:
         self.app = app
         self.limit = limit
 
+    def _too_large(self, scope: Scope) -> JSONResponse:
+        """413 in the shape of the API the path belongs to (Vault's clients read ``errors``)."""
+        message = f"request body over {self.limit} bytes"
+        if str(scope.get("path", "")).startswith(VAULT_PREFIXES):
+            return JSONResponse({"errors": [message]}, status_code=413)
+        return _error(413, "too_large", message)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
@@ -80,7 +88,7 @@ class BodyLimit:
                 except ValueError:
                     too_big = True
                 if too_big:
-                    await _error(413, "too_large", f"request body over {self.limit} bytes")(scope, receive, send)
+                    await self._too_large(scope)(scope, receive, send)
                     return
         if any(k == b"content-length" for k, _ in scope.get("headers", [])):
             await self.app(scope, receive, send)  # the server enforces the declared length
@@ -94,7 +102,7 @@ class BodyLimit:
                 return
             body += msg.get("body", b"")
             if len(body) > self.limit:
-                await _error(413, "too_large", f"request body over {self.limit} bytes")(scope, receive, send)
+                await self._too_large(scope)(scope, receive, send)
                 return
             if not msg.get("more_body", False):
                 break
