@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from strongroom.crypto import reqsig
 from strongroom.server import routes as r
-from strongroom.server.asgi import replay, request_message
+from strongroom.server.asgi import QuietErrors, replay, request_message
 from strongroom.server.errors import ApiError, Unavailable
 from strongroom.server.hotpath import HotPath, deposit_bytes
 from strongroom.server.nodes import NodeAgent
@@ -412,4 +412,4 @@ def create_app(service: Service, link: WriterLink, agent: NodeAgent | None = Non
         return out
 
     vault = VaultFront(front, service=service, limit=limit, run=in_writer)
-    return MetricsMiddleware(BodyLimit(vault, limit=limit), metrics=metrics)
+    return QuietErrors(MetricsMiddleware(BodyLimit(vault, limit=limit), metrics=metrics))

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from starlette.types import Message, Receive
+import json
+import logging
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+log = logging.getLogger("strongroom.server")
 
 
 def request_message(body: bytes) -> Message:
@@ -24,3 +29,32 @@ def replay(first: Message, then: Receive | None = None) -> Receive:
         return await then()
 
     return receive
+
+
+class QuietErrors:
+    """The outermost layer: an exception that leaves the app is logged by its type alone and
+    answered 500 if nothing was answered yet.  Starlette re-raises an exception after its
+    handler answered it, and the server then logs the traceback, whose message can carry request
+    content (a value that failed to parse, a name)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception as e:  # noqa: BLE001 - the type only, never the message or traceback
+            log.error("internal error: %s", type(e).__name__)
+            if scope["type"] == "http" and not started:
+                body = json.dumps({"error": "internal", "message": "internal error; see the server log"}).encode()
+                headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+                await send({"type": "http.response.start", "status": 500, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
