@@ -170,7 +170,10 @@ class VaultEngine:
             call = Call(ctx, caller, path, params, query, body, token, self.tokens, self.service)
             if route.capability is not None:
                 call.require(route.capability)
+            before = ctx.audit.seq
             out = route.handler(call)
+            if ctx.audit.seq == before:  # every route that answers leaves an entry, reads included
+                ctx.audit.append(ctx.client.id, "vault." + route.method.lower(), path, "ok", route=route.template)
             if out is None and call.auth is None:
                 return 204, None, None, None, False
             return call.status, out, call.auth, call.warnings, call.flatten
