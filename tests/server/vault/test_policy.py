@@ -106,3 +106,19 @@ def test_durations(text: object, seconds: int) -> None:
 def test_bad_durations(text: object) -> None:
     with pytest.raises(Invalid):
         durations.seconds(text, "ttl")
+
+
+@pytest.mark.parametrize(
+    ("text", "refusal"),
+    [
+        ('path "a" {' * 6000, "not closed"),  # 60 KiB of unclosed blocks: 1.8 s in the old scanner
+        ('path "a" { capabilities = ["read"] }\npath "b" {', "not closed"),
+        ('path "a" { capabilities = ["read"] } trailing', "unexpected text"),
+        ('junk path "a" { capabilities = ["read"] }', "unexpected text"),
+    ],
+)
+def test_policy_text_is_scanned_once(text: str, refusal: str) -> None:
+    """Blocks are read one after another from where the last ended (the writer compiles policies,
+    so a text that made the scanner go back over itself stalled every write)."""
+    with pytest.raises(pol.PolicyError, match=refusal):
+        pol.parse(text)
