@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -147,6 +148,21 @@ def _writer_socket() -> tuple[socket.socket, str]:
     return listener, path
 
 
+def raise_fd_limit() -> int:
+    """The soft limit on open descriptors raised to the hard one (the workers inherit it): each
+    connection is one, and Debian's default soft limit of 1,024 let 1,100 idle TCP connections
+    stop the server.  Returns the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass  # a container may forbid it: the limit stays what it was
+    return soft
+
+
 def serve(data: DataDir, listen: str, workers: int, unseal_key: bytes | None, log_level: str = "warning") -> int:
     """Bind, start the writer process and the workers, restart any that dies, stop them all on SIGTERM.
 
@@ -157,6 +173,7 @@ def serve(data: DataDir, listen: str, workers: int, unseal_key: bytes | None, lo
 
     if workers < 1:
         raise ValueError("--workers must be at least 1")
+    raise_fd_limit()
     tls.server_context(data.tls)  # fail in the parent, with one message, on bad TLS files
     from strongroom.server.httpproto import check_uvicorn
 
