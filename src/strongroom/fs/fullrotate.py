@@ -24,7 +24,7 @@ from typing import Any
 
 from strongroom.fs import acl, config, content, durable, journal, keys, names, reencrypt, sidecar, xattrs
 from strongroom.fs.lowerwalk import Tree, remove_tree
-from strongroom.fs.volume import FULL_ROTATION, UPGRADE_STAGED
+from strongroom.fs.volume import FULL_ROTATION, interrupted
 
 STATE = FULL_ROTATION
 STAGE = "strongroom.rotate-full.tree"
@@ -86,14 +86,8 @@ def rotate_full(
     """``source_keys(source)`` gives each key source's 32-byte source key (every one is sealed
     again)."""
     cfg = config.VolumeConfig.load(volume)
-    if "rotation" in cfg.extra:
-        raise RotationError("a key rotation was interrupted: run 'strongroom fs rotate' to finish it first")
-    if os.path.lexists(volume / reencrypt.JOURNAL):
-        raise RotationError("a reencrypt pass was interrupted: run 'strongroom fs reencrypt' to finish it first")
-    if journal.pending(str(volume)):
-        raise RotationError("the volume has unfinished shrinks: mount it once (they finish at mount), then rotate")
-    if os.path.lexists(volume / UPGRADE_STAGED):
-        raise RotationError("an upgrade to format version 5 was interrupted: run 'strongroom fs upgrade' to finish it first")
+    if (pending := interrupted(volume, cfg, besides="rotate --full")) is not None:
+        raise RotationError(pending)
     sks = [source_keys(s) for s in cfg.key_sources]
     for s, sk in zip(cfg.key_sources, sks, strict=True):  # every secret must be the right one
         cfg.unlock_with_source_key(s, sk)

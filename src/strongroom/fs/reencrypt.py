@@ -31,8 +31,9 @@ from strongroom.fs import keys as keys_mod
 from strongroom.fs.keys import FILE, SYMLINK, VolumeKeys
 from strongroom.fs.lowerwalk import Tree
 from strongroom.fs.rotate import lower_entries
+from strongroom.fs.volume import REENCRYPT_JOURNAL
 
-JOURNAL = "strongroom.reencrypt.journal"
+JOURNAL = REENCRYPT_JOURNAL
 JOURNAL_MAX = 256 << 20  # bytes: a line per file of the volume
 TMP_PREFIX = "strongroom.tmp."
 PIECE_BLOCKS = 256

@@ -26,7 +26,7 @@ from typing import Any
 from strongroom.crypto.kdf import MEMORY_KIB_FLOOR
 from strongroom.fs import config, content, durable, journal, keys, names, reencrypt, sidecar, xattrs
 from strongroom.fs.lowerwalk import Tree
-from strongroom.fs.volume import FULL_ROTATION, UPGRADE_STAGED
+from strongroom.fs.volume import UPGRADE_STAGED, interrupted
 
 STAGED = UPGRADE_STAGED
 JOURNAL = "strongroom.upgrade.journal"
@@ -97,14 +97,8 @@ def upgrade(
     cfg = config.VolumeConfig.load(volume)
     if cfg.version >= keys.V5 and not in_progress(volume):
         return UpgradeResult(already=True)
-    if os.path.lexists(volume / FULL_ROTATION):
-        raise UpgradeError("a full key rotation was interrupted: run 'strongroom fs rotate --full' to finish it first")
-    if "rotation" in cfg.extra:
-        raise UpgradeError("a key rotation was interrupted: run 'strongroom fs rotate' to finish it first")
-    if os.path.lexists(volume / reencrypt.JOURNAL):
-        raise UpgradeError("a reencrypt pass was interrupted: run 'strongroom fs reencrypt' to finish it first")
-    if journal.pending(str(volume)):
-        raise UpgradeError("the volume has unfinished shrinks: mount it once (they finish at mount), then upgrade")
+    if (pending := interrupted(volume, cfg, besides="upgrade")) is not None:
+        raise UpgradeError(pending)
     if cfg.version >= keys.V5:  # the config was committed; only the cleanup is left
         _finish(volume)
         return UpgradeResult(already=True)

@@ -33,6 +33,31 @@ def write_diriv(directory: str | os.PathLike[str], iv: bytes | None = None) -> b
     return iv
 
 
+REENCRYPT_JOURNAL = "strongroom.reencrypt.journal"  # fs/reencrypt.py's
+
+
+def interrupted(directory: Path, cfg: config.VolumeConfig, besides: str = "", mounts_only: bool = False) -> str | None:
+    """What an interrupted offline operation left unfinished on the volume, as the sentence that
+    says what to run, or None.  ``besides``: the command asking, which finishes its own
+    (``rotate``, ``rotate --full``, ``upgrade``); ``mounts_only``: only what blocks a mount (a
+    reencrypt pass and the shrinks the daemon finishes itself do not)."""
+    from strongroom.fs import journal
+
+    checks = [
+        ("rotate", "rotation" in cfg.extra, "a key rotation was interrupted"),
+        ("rotate --full", os.path.lexists(directory / FULL_ROTATION), "a full key rotation was interrupted"),
+        ("upgrade", os.path.lexists(directory / UPGRADE_STAGED), "an upgrade to format version 5 was interrupted"),
+    ]
+    if not mounts_only:
+        checks.append(("reencrypt", os.path.lexists(directory / REENCRYPT_JOURNAL), "a reencrypt pass was interrupted"))
+    for command, found, what in checks:
+        if found and command != besides:
+            return f"{what}: run 'strongroom fs {command}' again to finish it"
+    if not mounts_only and journal.pending(str(directory)):
+        return "the volume has unfinished shrinks: mount it once (they finish at mount), then run this again"
+    return None
+
+
 def init_volume(
     directory: Path,
     passphrase: str | None = None,
@@ -79,12 +104,8 @@ def unlock(
     factory is given (unless ``prefer_passphrase``: a recovery passphrase was supplied), else
     from a passphrase (asked for only when needed)."""
     cfg = config.VolumeConfig.load(directory)
-    if "rotation" in cfg.extra:
-        raise config.ConfigError("a key rotation was interrupted: run 'strongroom fs rotate' again to finish it")
-    if os.path.lexists(directory / FULL_ROTATION):
-        raise config.ConfigError("a full key rotation was interrupted: run 'strongroom fs rotate --full' again to finish it")
-    if os.path.lexists(directory / UPGRADE_STAGED):
-        raise config.ConfigError("an upgrade to format version 5 was interrupted: run 'strongroom fs upgrade' again to finish it")
+    if (pending := interrupted(directory, cfg, mounts_only=True)) is not None:
+        raise config.ConfigError(pending)
     factory = client_factory
     if cfg.sources("trustee") and factory is not None and not (prefer_passphrase and cfg.sources("passphrase")):
         return cfg.unlock_trustee(lambda source: fetch_source_key(source, factory(source)))
