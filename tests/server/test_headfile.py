@@ -217,3 +217,44 @@ def test_a_wiped_head_file_does_not_verify(tmp_path: Path, wipe: str) -> None:
         assert not result.ok and "head file" in result.reason, result
     finally:
         store.dispose()
+
+
+def test_a_checkpoint_kept_elsewhere_catches_what_one_data_dir_cannot(tmp_path: Path) -> None:
+    """Several servers on one database: a data dir's head file follows only its own server's
+    batches, so entries another server wrote after them can be cut from the chain and this data
+    dir verifies "intact".  A checkpoint taken earlier (`server audit checkpoint`, kept elsewhere)
+    names the later entry, and `audit verify --checkpoint` fails."""
+    from tests.serverproc import cli
+
+    data = DataDir(tmp_path / "data")
+    init_server(data, PASSPHRASE)  # entries 1 and 2; this data dir's head says 2
+    stale = data.head_file.path.read_bytes()  # what a data dir that wrote nothing since looks like
+    pw = tmp_path / "pw"
+    pw.write_text(PASSPHRASE)
+    store = storage.Store(data.load_config().db_url)
+    bar = barrier.Barrier()
+    try:
+        with store.exclusive() as tx:  # "another server" writes entries 3-5
+            bar.unseal(tx, barrier.derive_unseal_key(tx, PASSPHRASE), 1)
+            seq, mac = audit.checkpoint(tx)
+            aw = audit.AuditWriter(tx, seq, mac, bar.audit_key())
+            for i in range(3):
+                aw.append("other-server", "deposit.put", f"k{i}", "ok")
+            aw.flush()
+        r = cli("server", "audit", "checkpoint", "--data", str(data.path), "--passphrase-file", str(pw))
+        assert r.returncode == 0, r.stderr
+        kept = r.stdout.decode().strip()
+        assert kept.startswith("5:"), kept
+        _truncate_to(store, 2)  # cut what "the other server" wrote
+    finally:
+        store.dispose()
+    data.head_file.path.write_bytes(stale)
+    verify = ["server", "audit", "verify", "--data", str(data.path), "--passphrase-file", str(pw)]
+    assert cli(*verify).returncode == 0  # this data dir alone cannot tell
+    r = cli(*verify, "--checkpoint", kept)
+    assert r.returncode == 1 and b"checkpoint names entry 5" in r.stdout, r.stdout
+    seq2 = "2:" + "00" * 32
+    r = cli(*verify, "--checkpoint", seq2)
+    assert r.returncode == 1 and b"differs from the checkpoint" in r.stdout, r.stdout
+    r = cli(*verify, "--checkpoint", "two:zz")
+    assert r.returncode != 0 and len(r.stderr.splitlines()) == 1 and b"not a checkpoint" in r.stderr, r.stderr

@@ -258,22 +258,23 @@ def audit_group() -> None:
 @audit_group.command("verify")
 @data_option
 @passphrase_option
+@click.option(
+    "--checkpoint",
+    "checkpoints",
+    multiple=True,
+    metavar="SEQ:MAC",
+    help="A head printed earlier by `server audit checkpoint` (repeatable): the chain must still hold it.",
+)
 @json_option
-def audit_verify(data_dir: Path | None, passphrase_file: Path | None, as_json: bool) -> None:
+def audit_verify(data_dir: Path | None, passphrase_file: Path | None, checkpoints: tuple[str, ...], as_json: bool) -> None:
     """Check the whole chain; exit 1 and name the first bad entry if anything was altered.
 
     \b
     Example:
       strongroom server audit verify --data /var/lib/strongroom --passphrase-file /root/pw
+      strongroom server audit verify --data /var/lib/strongroom --checkpoint "$(cat /mnt/elsewhere/audit.checkpoint)"
     """
-    from strongroom.server import barrier
-    from strongroom.server.maintenance import verify_audit
-
-    data = require_data(data_dir)
-    try:
-        res = verify_audit(data, read_passphrase(passphrase_file))
-    except barrier.WrongPassphrase:
-        raise CliError("wrong passphrase") from None
+    res, _ = _verified(data_dir, passphrase_file, checkpoints)
     out = {"ok": res.ok, "entries": res.entries, "first_bad": res.first_bad, "reason": res.reason}
     emit(
         out,
@@ -282,6 +283,40 @@ def audit_verify(data_dir: Path | None, passphrase_file: Path | None, as_json: b
     )
     if not res.ok:
         sys.exit(1)
+
+
+@audit_group.command("checkpoint")
+@data_option
+@passphrase_option
+@json_option
+def audit_checkpoint(data_dir: Path | None, passphrase_file: Path | None, as_json: bool) -> None:
+    """Verify the chain, then print its head as SEQ:MAC, to keep somewhere the servers cannot write
+    (a later `audit verify --checkpoint` fails if the chain lost or changed that entry, whichever
+    server wrote it).  Exit 1, printing nothing to keep, if the chain does not verify.
+
+    \b
+    Example:
+      strongroom server audit checkpoint --data /var/lib/strongroom > /mnt/elsewhere/audit.checkpoint
+    """
+    res, (seq, mac) = _verified(data_dir, passphrase_file, ())
+    if not res.ok:
+        raise CliError(f"audit log damaged: {res.reason}")
+    emit({"checkpoint": f"{seq}:{mac.hex()}", "seq": seq}, as_json, lambda o: click.echo(o["checkpoint"]))
+
+
+def _verified(data_dir: Path | None, passphrase_file: Path | None, checkpoints: tuple[str, ...]) -> Any:
+    from strongroom.server import audit, barrier
+    from strongroom.server.maintenance import verify_audit
+
+    data = require_data(data_dir)
+    try:
+        parsed = tuple(audit.parse_checkpoint(c) for c in checkpoints)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    try:
+        return verify_audit(data, read_passphrase(passphrase_file), parsed)
+    except barrier.WrongPassphrase:
+        raise CliError("wrong passphrase") from None
 
 
 @audit_group.command("tail")

@@ -90,7 +90,37 @@ class VerifyResult:
     reason: str = ""
 
 
-def verify(tx: Tx, key: bytes, head_file: HeadFile | None) -> VerifyResult:
+def verify(tx: Tx, key: bytes, head_file: HeadFile | None, checkpoints: tuple[tuple[int, bytes], ...] = ()) -> VerifyResult:
+    """The whole chain checked against its MACs, the database head, the data dir's head file and
+    any ``checkpoints`` (seq, mac) taken earlier with `server audit checkpoint` and kept
+    elsewhere: a checkpoint names an entry the chain must still hold, unchanged."""
+    result = _verify(tx, key, head_file)
+    if not result.ok:
+        return result
+    for seq, mac in checkpoints:
+        if seq > result.entries:
+            return VerifyResult(False, result.entries, result.entries + 1, f"log truncated: a checkpoint names entry {seq}")
+        row = tx.one("SELECT mac FROM audit WHERE seq = ?", seq) if seq > 0 else None
+        if seq > 0 and (row is None or not hmac.compare_digest(bytes(row[0]), mac)):
+            return VerifyResult(False, result.entries, seq, f"entry {seq} differs from the checkpoint")
+    return result
+
+
+def checkpoint(tx: Tx) -> tuple[int, bytes]:
+    """The chain's head (seq, mac), to keep outside the server and give to `audit verify`."""
+    head = repo.audit_head(tx)
+    return (0, GENESIS) if head is None else (int(head[0]), bytes(head[1]))
+
+
+def parse_checkpoint(text: str) -> tuple[int, bytes]:
+    """``SEQ:MAC`` (decimal, hex) as `server audit checkpoint` prints it; ValueError otherwise."""
+    seq, sep, mac = text.strip().partition(":")
+    if not sep or not (seq.isascii() and seq.isdigit()) or len(mac) != 64:
+        raise ValueError(f"not a checkpoint (SEQ:MAC): {text.strip()[:80]!r}")
+    return int(seq), bytes.fromhex(mac)
+
+
+def _verify(tx: Tx, key: bytes, head_file: HeadFile | None) -> VerifyResult:
     prev = GENESIS
     expected = 1
     count = 0

@@ -6,12 +6,15 @@ from strongroom.server import audit, barrier, storage
 from strongroom.server.datadir import DataDir
 
 
-def verify_audit(data: DataDir, passphrase: str) -> audit.VerifyResult:
+def verify_audit(
+    data: DataDir, passphrase: str, checkpoints: tuple[tuple[int, bytes], ...] = ()
+) -> tuple[audit.VerifyResult, tuple[int, bytes]]:
+    """The chain verified (against ``checkpoints`` too), and its head as a checkpoint."""
     store = storage.Store(data.load_config().db_url)
     try:
         with store.snapshot() as tx:
             bar = barrier.Barrier()
             bar.unseal(tx, barrier.derive_unseal_key(tx, passphrase), 0)
-            return audit.verify(tx, bar.audit_key(), data.head_file)
+            return audit.verify(tx, bar.audit_key(), data.head_file, checkpoints), audit.checkpoint(tx)
     finally:
         store.dispose()
