@@ -258,3 +258,33 @@ def test_a_checkpoint_kept_elsewhere_catches_what_one_data_dir_cannot(tmp_path: 
     assert r.returncode == 1 and b"differs from the checkpoint" in r.stdout, r.stdout
     r = cli(*verify, "--checkpoint", "two:zz")
     assert r.returncode != 0 and len(r.stderr.splitlines()) == 1 and b"not a checkpoint" in r.stderr, r.stderr
+
+
+def test_each_data_dir_follows_the_chains_head_whoever_wrote_it(tmp_path: Path) -> None:
+    """The writer's tick moves its data dir's mirror forward to the database head (HeadFile.follow):
+    entries another server wrote, once followed, cannot be cut unnoticed from this data dir.
+    It never moves back and never overwrites this server's batch in flight."""
+    data = DataDir(tmp_path / "data")
+    init_server(data, PASSPHRASE)
+    store = storage.Store(data.load_config().db_url)
+    bar = barrier.Barrier()
+    try:
+        with store.exclusive() as tx:  # another server's entries 3-5, not mirrored here
+            bar.unseal(tx, barrier.derive_unseal_key(tx, PASSPHRASE), 1)
+            aw = audit.AuditWriter(tx, *audit.checkpoint(tx), bar.audit_key())
+            for i in range(3):
+                aw.append("other-server", "deposit.put", f"k{i}", "ok")
+            aw.flush()
+        with store.snapshot() as tx:
+            head = audit.checkpoint(tx)
+        assert data.head_file.follow(*head) and data.head_file.read() == Mirror(*head)
+        assert not data.head_file.follow(2, os.urandom(32))  # never back
+        data.head_file.begin(head, (6, os.urandom(32)))  # this server's batch in flight
+        assert not data.head_file.follow(7, os.urandom(32))
+        data.head_file.advance(*head, force=True)
+        _truncate_to(store, 2)
+        with store.snapshot() as tx:
+            result = audit.verify(tx, bar.audit_key(), data.head_file)
+        assert not result.ok and "truncated" in result.reason, result
+    finally:
+        store.dispose()

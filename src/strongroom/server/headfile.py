@@ -127,6 +127,19 @@ class HeadFile:
             self._write(fd, Mirror(seq, mac))
             os.fdatasync(fd)
 
+    def follow(self, seq: int, mac: bytes) -> bool:
+        """Move a settled mirror forward to (seq, mac), the database's head, which other servers
+        on the database may have written: this data dir then also sees a cut of their entries.
+        Never back, never over a batch of this server's in flight; not flushed (the next flush
+        carries it, and a lost write only narrows what is seen).  Whether it moved."""
+        fd = self._open()
+        with _locked(fd):
+            current = self._read(fd)
+            if current is not None and (current.prev is not None or current.seq >= seq):
+                return False
+            self._write(fd, Mirror(seq, mac))
+            return True
+
     def begin(self, before: tuple[int, bytes], after: tuple[int, bytes]) -> None:
         """Record a batch about to commit.  The caller holds the database's write lock, so these
         writes land in commit order across processes.  Durable once the database's commit flush

@@ -27,8 +27,8 @@ import time
 from concurrent.futures import Future
 from typing import Any
 
+from strongroom.server import audit, errors
 from strongroom.server import barrier as barrier_mod
-from strongroom.server import errors
 from strongroom.server import repository as repo
 from strongroom.server import storage as st
 from strongroom.server.committer import SETTLE_IDLE
@@ -115,6 +115,7 @@ class Writer:
         from strongroom.server.service import Service
 
         self.listener = listener
+        self.data = data
         config = data.load_config()
         self.store = st.Store(config.db_url, pinned=True)
         self.barrier = barrier_mod.Barrier()
@@ -171,6 +172,9 @@ class Writer:
         self._last_tick = time.monotonic()
         try:
             self.agent.tick()
+            with self.store.snapshot() as tx:  # the chain's head, whichever server wrote it
+                seq, mac = audit.checkpoint(tx)
+            self.data.head_file.follow(seq, mac)
         except Exception as e:  # noqa: BLE001 - a database outage must not stop the writer
             log.warning("seal-state tick failed: %s", type(e).__name__)
 
