@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from strongroom.server import storage
+from strongroom.server import schema, storage
 
 pytestmark = pytest.mark.unit
 
@@ -18,7 +18,7 @@ def test_a_row_type_lists_its_fields_as_columns() -> None:
         id: str
         name: str
 
-    assert storage.columns_of(Row, storage.clients) == "id, name"
+    assert storage.columns_of(Row, schema.clients) == "id, name"
 
 
 def test_a_field_the_table_lacks_is_refused_at_import() -> None:
@@ -28,4 +28,4 @@ def test_a_field_the_table_lacks_is_refused_at_import() -> None:
         nickname: str
 
     with pytest.raises(RuntimeError, match="nickname"):
-        storage.columns_of(Drifted, storage.clients)
+        storage.columns_of(Drifted, schema.clients)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from strongroom.crypto import aead, kdf
-from strongroom.server import audit, storage
+from strongroom.server import audit, schema, storage
 from strongroom.server import barrier as barrier_mod
 from strongroom.server import repository as repo
 from strongroom.server.datadir import DataDir, DataDirError, ServerConfig
@@ -89,7 +89,7 @@ def write_backup(data: DataDir, passphrase: str, out: IO[bytes]) -> dict[str, in
             out.write(MAGIC + struct.pack(">I", len(header_bytes)) + header_bytes)
 
             def lines() -> Iterator[bytes]:
-                for table in storage.metadata.sorted_tables:
+                for table in schema.metadata.sorted_tables:
                     if table.name in SKIP_TABLES:
                         continue
                     names, rows = tx.columns(f"SELECT * FROM {table.name}")  # noqa: S608 - names from our schema
@@ -197,7 +197,7 @@ def restore(data: DataDir, passphrase: str, f: IO[bytes], db_url: str | None = N
         if store.has_schema():
             raise DataDirError("that database already holds a Strongroom server; restore needs an empty database")
         store.create_schema()
-        tables = {t.name: t for t in storage.metadata.sorted_tables}
+        tables = {t.name: t for t in schema.metadata.sorted_tables}
         with store.transaction() as tx:
             batch: list[tuple[Any, ...]] = []
             current: tuple[str, tuple[str, ...]] | None = None

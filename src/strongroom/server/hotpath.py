@@ -25,8 +25,9 @@ from strongroom.crypto import reqsig
 from strongroom.server import routes as r
 from strongroom.server.asgi import replay, request_message
 from strongroom.server.errors import ApiError, BadRequest, TooLarge
+from strongroom.server.identities import secret_hash
 from strongroom.server.routes import PassOn
-from strongroom.server.service import Service, SignedRequest, secret_hash
+from strongroom.server.service import Service, SignedRequest
 from strongroom.server.writerlink import WriterLink
 
 log = logging.getLogger("strongroom.server.api")

@@ -19,6 +19,7 @@ from strongroom.crypto import aead, sealedbox
 from strongroom.crypto.identity import b64u
 from strongroom.server import barrier as barrier_mod
 from strongroom.server import repository as repo
+from strongroom.server import schema
 from strongroom.server import storage as st
 
 log = logging.getLogger("strongroom.server.nodes")
@@ -84,4 +85,4 @@ class NodeAgent:
             if now - self._last_cleanup > 10:
                 self._last_cleanup = now
                 # a request older than the nonce memory is refused for its timestamp alone
-                repo.forget_stale(tx, epoch, now - FORGET_SECONDS, int(now) - st.NONCE_MEMORY_SECONDS)
+                repo.forget_stale(tx, epoch, now - FORGET_SECONDS, int(now) - schema.NONCE_MEMORY_SECONDS)

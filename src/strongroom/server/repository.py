@@ -6,7 +6,7 @@ drift apart.  Each function takes the open transaction first; none commits.
 
 The key and version rows (master_keys, system_keys, deposit_versions) hold only wrapped keys and
 ciphertext, and only the barrier (barrier.py) calls their functions: the service gets plaintext
-from the barrier, never a row.  Left in storage.py, which owns connections and the schema: the
+from the barrier, never a row.  Left in storage.py, which owns connections and the migrations: the
 transaction helpers' lock on the audit head and the schema migrations; left in backup.py: its
 schema-wide copy of every table (SELECT * / INSERT by the schema's own table and column names).
 """
@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from strongroom.server import schema
 from strongroom.server import storage as st
 from strongroom.server.storage import Tx
 
@@ -32,7 +33,7 @@ class ClientRow:
     public_key: bytes
 
 
-_CLIENT_COLS = st.columns_of(ClientRow, st.clients)
+_CLIENT_COLS = st.columns_of(ClientRow, schema.clients)
 
 
 def client(tx: Tx, client_id: str) -> ClientRow | None:
@@ -188,7 +189,7 @@ class DepositRow:
     updated: float
 
 
-_DEPOSIT_COLS = st.columns_of(DepositRow, st.deposits)
+_DEPOSIT_COLS = st.columns_of(DepositRow, schema.deposits)
 _DEPOSIT_COLS_D = ", ".join("d." + c for c in _DEPOSIT_COLS.split(", "))
 
 
@@ -524,7 +525,7 @@ class TokenRow:
     renewable: int
 
 
-_TOKEN_COLS = st.columns_of(TokenRow, st.vault_tokens)
+_TOKEN_COLS = st.columns_of(TokenRow, schema.vault_tokens)
 
 
 def token_by_accessor(tx: Tx, accessor: str) -> TokenRow | None:
@@ -620,7 +621,7 @@ class KvSettingsRow:
 
 
 KV_DEFAULTS = KvSettingsRow(0, 0, 0, "{}", 0, 0)
-_KV_COLS = st.columns_of(KvSettingsRow, st.kv_settings)
+_KV_COLS = st.columns_of(KvSettingsRow, schema.kv_settings)
 
 
 def kv_settings(tx: Tx, deposit_id: int) -> KvSettingsRow:
@@ -724,7 +725,7 @@ class TransitKeyRow:
     rotated: float
 
 
-_TRANSIT_COLS = st.columns_of(TransitKeyRow, st.transit_keys)
+_TRANSIT_COLS = st.columns_of(TransitKeyRow, schema.transit_keys)
 
 
 def transit_key(tx: Tx, owner_id: str, name: str) -> TransitKeyRow | None:

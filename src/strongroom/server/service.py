@@ -7,11 +7,9 @@ answered.  Plaintext comes only from the barrier.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import logging
-import os
 import re
 import time
 from collections.abc import Callable
@@ -20,11 +18,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from strongroom.crypto import aead, reqsig
-from strongroom.crypto.identity import b64u, unb64u, verify
+from strongroom.crypto.identity import unb64u, verify
 from strongroom.rng.mix import EntropyMixer
 from strongroom.server import audit as audit_mod
 from strongroom.server import barrier as barrier_mod
-from strongroom.server import numbers
+from strongroom.server import numbers, schema
 from strongroom.server import repository as repo
 from strongroom.server import storage as st
 from strongroom.server.committer import GroupCommitter
@@ -43,15 +41,21 @@ from strongroom.server.errors import (
     Unauthorized,
     Unavailable,
 )
+from strongroom.server.identities import (
+    CLIENT_ID_RE,
+    CLIENT_NAME_RE,
+    SHORT_NAME_RE,
+    check_name,
+    new_client_id,
+    new_secret,
+    secret_hash,
+)
+from strongroom.server.orgs import OrgAdmin
 from strongroom.server.repository import ClientRow, DepositRow
 from strongroom.server.storage import INTEGRITY_ERRORS, Tx
 
 log = logging.getLogger("strongroom.server")
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-SHORT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-CLIENT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
-CLIENT_ID_RE = re.compile(r"^c_[A-Za-z0-9_-]{16}$")
 NONCE_RE = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 MAX_ENTROPY = 65536
 # Bounds the API checks before anything else, on every path a request can take.
@@ -99,27 +103,7 @@ class Ctx:
     audit: audit_mod.AuditWriter
 
 
-def check_name(name: str, what: str = "deposit name", pattern: re.Pattern[str] = NAME_RE) -> str:
-    if not isinstance(name, str) or not pattern.match(name):
-        raise BadRequest(f"bad {what}: use letters, digits, '.', '_' and '-', starting with a letter or digit")
-    return name
-
-
-def secret_hash(secret: str) -> bytes:
-    # Auth secrets are 256-bit random strings, so a plain hash is enough to keep them
-    # out of the database; no passphrase-grade stretching is needed.
-    return hashlib.sha256(b"strongroom org secret v1\0" + secret.encode()).digest()
-
-
-def new_secret() -> str:
-    return b64u(os.urandom(32))
-
-
-def new_client_id() -> str:
-    return "c_" + b64u(os.urandom(12))
-
-
-class Service:
+class Service(OrgAdmin):
     def __init__(
         self,
         store: st.Store,
@@ -457,101 +441,6 @@ class Service:
             org = repo.org_name(ctx.tx, ctx.client.org_id)
         return {"client_id": ctx.client.id, "name": ctx.client.name, "org": org, "role": ctx.client.role}
 
-    # -- organizations, clients, groups (admin) ------------------------------------------------
-    def create_org(self, ctx: Ctx, name: str) -> dict[str, Any]:
-        check_name(name, "organization name", SHORT_NAME_RE)
-        secret = new_secret()
-        try:
-            with ctx.tx.savepoint():
-                repo.insert_org(ctx.tx, name, secret_hash(secret), self.clock())
-        except INTEGRITY_ERRORS:
-            raise Conflict(f"organization {name} exists") from None
-        ctx.audit.append(ctx.client.id, "org.create", name, "ok")
-        return {"name": name, "auth_secret": secret}
-
-    def list_orgs(self, ctx: Ctx) -> list[dict[str, Any]]:
-        counts = repo.client_counts(ctx.tx)
-        return [
-            {"name": name, "created": created, "clients": counts.get(org, 0)} for org, name, created in repo.list_orgs(ctx.tx)
-        ]
-
-    def _org_id(self, ctx: Ctx, name: str) -> int:
-        check_name(name, "organization name", SHORT_NAME_RE)
-        org = repo.org_id(ctx.tx, name)
-        if org is None:
-            raise NotFound(f"no organization {name}")
-        return org
-
-    def rotate_org_secret(self, ctx: Ctx, name: str) -> dict[str, Any]:
-        org_id = self._org_id(ctx, name)
-        secret = new_secret()
-        repo.set_org_secret(ctx.tx, org_id, secret_hash(secret))
-        ctx.audit.append(ctx.client.id, "org.rotate-secret", name, "ok")
-        return {"name": name, "auth_secret": secret}
-
-    def list_clients(self, ctx: Ctx) -> list[dict[str, Any]]:
-        rows = repo.list_clients(ctx.tx)
-        keys = ("client_id", "name", "org", "role", "status", "created")
-        return [dict(zip(keys, r, strict=True)) for r in rows]
-
-    def set_client_status(self, ctx: Ctx, client_id: str, status: str) -> dict[str, Any]:
-        if not CLIENT_ID_RE.match(client_id):
-            raise BadRequest("bad client id")
-        row = repo.client(ctx.tx, client_id)
-        if row is None:
-            raise NotFound(f"no client {client_id}")
-        if row.role == "admin":
-            raise Conflict("the admin credential cannot be disabled or revoked here")
-        if row.status == "revoked" and status != "revoked":
-            raise Conflict("a revoked client stays revoked; register the host again")
-        repo.set_client_status(ctx.tx, client_id, status)
-        if status == "revoked":
-            repo.revoke_client_tokens(ctx.tx, client_id)  # a revoked client's Vault tokens die with it
-        verb = {"active": "enable", "disabled": "disable", "revoked": "revoke"}[status]
-        ctx.audit.append(ctx.client.id, f"client.{verb}", client_id, "ok")
-        return {"client_id": client_id, "status": status}
-
-    def _group(self, ctx: Ctx, org: str, name: str) -> tuple[int, int | None]:
-        org_id = self._org_id(ctx, org)
-        check_name(name, "group name", SHORT_NAME_RE)
-        return org_id, repo.group_id(ctx.tx, org_id, name)
-
-    def create_group(self, ctx: Ctx, org: str, name: str) -> dict[str, Any]:
-        org_id, gid = self._group(ctx, org, name)
-        if gid is not None:
-            raise Conflict(f"group {name} exists in {org}")
-        repo.insert_group(ctx.tx, org_id, name)
-        ctx.audit.append(ctx.client.id, "group.create", f"{org}/{name}", "ok")
-        return {"org": org, "name": name, "members": []}
-
-    def list_groups(self, ctx: Ctx, org: str) -> list[dict[str, Any]]:
-        org_id = self._org_id(ctx, org)
-        return [{"org": org, "name": name, "members": repo.members(ctx.tx, gid)} for gid, name in repo.groups_of(ctx.tx, org_id)]
-
-    def change_group(self, ctx: Ctx, org: str, name: str, add: list[str], remove: list[str]) -> dict[str, Any]:
-        org_id, gid = self._group(ctx, org, name)
-        if gid is None:
-            raise NotFound(f"no group {name} in {org}")
-        for cid in add + remove:
-            if not CLIENT_ID_RE.match(cid):
-                raise BadRequest(f"bad client id {cid!r}")
-        for cid in add:
-            if not repo.client_in_org(ctx.tx, cid, org_id):
-                raise BadRequest(f"client {cid} is not in organization {org}")
-            repo.add_member(ctx.tx, gid, cid)
-        for cid in remove:
-            repo.remove_member(ctx.tx, gid, cid)
-        ctx.audit.append(ctx.client.id, "group.change", f"{org}/{name}", "ok", added=add, removed=remove)
-        return {"org": org, "name": name, "members": repo.members(ctx.tx, gid)}
-
-    def delete_group(self, ctx: Ctx, org: str, name: str) -> dict[str, Any]:
-        _org_id, gid = self._group(ctx, org, name)
-        if gid is None:
-            raise NotFound(f"no group {name} in {org}")
-        repo.delete_group(ctx.tx, gid, _org_id, name)
-        ctx.audit.append(ctx.client.id, "group.delete", f"{org}/{name}", "ok")
-        return {"org": org, "name": name, "deleted": True}
-
     # -- keys and seal state (admin) -----------------------------------------------------------
     def rotate_master_key(self, ctx: Ctx) -> dict[str, Any]:
         gen = self.barrier.rotate(ctx.tx)
@@ -618,8 +507,9 @@ class Service:
         """Keep a refusal made while sealed for the next unseal to chain (bounded)."""
         try:
             with self.store.exclusive() as tx:
-                if repo.count_held_events(tx) >= st.MAX_SEALED_EVENTS:
-                    log.warning("while sealed, a refusal was not kept for the audit log (%d already held)", st.MAX_SEALED_EVENTS)
+                if repo.count_held_events(tx) >= schema.MAX_SEALED_EVENTS:
+                    held = schema.MAX_SEALED_EVENTS
+                    log.warning("while sealed, a refusal was not kept for the audit log (%d already held)", held)
                     return
                 repo.hold_event(
                     tx, self.clock(), actor, action, outcome, json.dumps(detail, separators=(",", ":"), sort_keys=True)

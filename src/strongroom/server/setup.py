@@ -12,7 +12,7 @@ from strongroom.crypto.identity import Identity
 from strongroom.server import audit, barrier, storage, tls
 from strongroom.server import repository as repo
 from strongroom.server.datadir import DataDir, DataDirError, ServerConfig
-from strongroom.server.service import SHORT_NAME_RE, check_name, new_client_id, new_secret, secret_hash
+from strongroom.server.identities import SHORT_NAME_RE, check_name, new_client_id, new_secret, secret_hash
 
 
 @dataclass
