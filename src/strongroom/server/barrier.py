@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from strongroom.crypto import aead, kdf, sealedbox, transit
 from strongroom.server import repository as repo
+from strongroom.server import vault_rows
 from strongroom.server.storage import Tx
 
 
@@ -190,7 +191,7 @@ class Barrier:
         """A fresh random version of a transit key, stored wrapped under the master key."""
         keys = self._current()
         wrapped = aead.wrap_key(keys.master, transit.new_material(), transit_aad(key_id, owner, version, kind))
-        repo.insert_transit_version(tx, key_id, version, keys.master_gen, wrapped, created)
+        vault_rows.insert_transit_version(tx, key_id, version, keys.master_gen, wrapped, created)
 
     def transit_keyring(
         self,
@@ -206,7 +207,7 @@ class Barrier:
         give them out (aead.DecryptionError if a row was altered or moved); ``rows``: those
         versions' rows when the caller has read them already."""
         materials = {}
-        for version, gen, wrapped in rows if rows is not None else repo.transit_versions(tx, key_id, versions):
+        for version, gen, wrapped in rows if rows is not None else vault_rows.transit_versions(tx, key_id, versions):
             keys = self._keys_for(tx, gen)
             materials[version] = aead.unwrap_key(keys.master, wrapped, transit_aad(key_id, owner, version, kind))
         return transit.Keyring(kind, materials, derived)
@@ -229,10 +230,10 @@ class Barrier:
             aad = dk_aad(deposit_id, owner, version)
             dk = aead.unwrap_key(old.master, wrapped, aad)
             repo.set_version_key(tx, deposit_id, version, new_gen, aead.wrap_key(new_master, dk, aad))
-        for key_id, version, wrapped, owner, kind in repo.transit_version_keys(tx):
+        for key_id, version, wrapped, owner, kind in vault_rows.transit_version_keys(tx):
             aad = transit_aad(key_id, owner, version, kind)
             material = aead.unwrap_key(old.master, wrapped, aad)
-            repo.set_transit_version_key(tx, key_id, version, new_gen, aead.wrap_key(new_master, material, aad))
+            vault_rows.set_transit_version_key(tx, key_id, version, new_gen, aead.wrap_key(new_master, material, aad))
         for name, wrapped in repo.system_keys(tx):
             key = aead.unwrap_key(old.master, wrapped, _syskey_aad(name))
             repo.set_system_key(tx, name, new_gen, aead.wrap_key(new_master, key, _syskey_aad(name)))

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from strongroom.server import repository as repo
+from strongroom.server import vault_rows
 from strongroom.server.errors import BadRequest, Conflict, NotFound
 from strongroom.server.identities import CLIENT_ID_RE, SHORT_NAME_RE, check_name, new_secret, secret_hash
 from strongroom.server.storage import INTEGRITY_ERRORS
@@ -68,7 +69,7 @@ class OrgAdmin:
             raise Conflict("a revoked client stays revoked; register the host again")
         repo.set_client_status(ctx.tx, client_id, status)
         if status == "revoked":
-            repo.revoke_client_tokens(ctx.tx, client_id)  # a revoked client's Vault tokens die with it
+            vault_rows.revoke_client_tokens(ctx.tx, client_id)  # a revoked client's Vault tokens die with it
         verb = {"active": "enable", "disabled": "disable", "revoked": "revoke"}[status]
         ctx.audit.append(ctx.client.id, f"client.{verb}", client_id, "ok")
         return {"client_id": client_id, "status": status}

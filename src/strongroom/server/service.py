@@ -22,7 +22,7 @@ from strongroom.crypto.identity import unb64u, verify
 from strongroom.rng.mix import EntropyMixer
 from strongroom.server import audit as audit_mod
 from strongroom.server import barrier as barrier_mod
-from strongroom.server import numbers, schema
+from strongroom.server import numbers, schema, vault_rows
 from strongroom.server import repository as repo
 from strongroom.server import storage as st
 from strongroom.server.committer import GroupCommitter
@@ -343,7 +343,7 @@ class Service(OrgAdmin):
             ctx.audit.append(me.id, action, target, "denied", reason="no such version", version=v)
             raise Refused(NotFound(f"no version {v} of this deposit"))
         now = self.clock()
-        gone = None if kv_checked else repo.kv_gate(tx, dep.id, v)
+        gone = None if kv_checked else vault_rows.kv_gate(tx, dep.id, v)
         if gone is not None:
             oldest, deleted_at, destroyed = gone
             why = (

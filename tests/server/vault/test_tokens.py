@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from strongroom.server import repository as repo
+from strongroom.server import vault_rows
 from strongroom.server.repository import ClientRow
 from strongroom.server.service import Ctx
 from tests.server.test_clock import START, Host, host  # noqa: F401 - the fixture
@@ -62,7 +63,7 @@ def test_children_are_no_wider_than_their_parent(vault: Vault) -> None:
     r = vault.call("POST", "sys/policies/acl/reader", admin, {"policy": 'path "secret/data/*" { capabilities = ["read"] }'})
     assert r.status == 403  # the host is not the admin credential
     with vault.host.service.store.exclusive() as tx:
-        repo.put_policy(
+        vault_rows.put_policy(
             tx,
             "reader",
             'path "secret/data/*" { capabilities = ["read"] }\npath "auth/token/create" { capabilities = ["update"] }',
@@ -99,12 +100,12 @@ def test_a_disabled_client_s_tokens_are_refused_and_a_revoked_client_s_are_gone(
     service.submit(revoke).result(10)
     assert vault.call("GET", "auth/token/lookup-self", token).status == 403
     with service.store.snapshot() as tx:
-        assert repo.count_tokens(tx, client_id) == 0  # deleted, not merely refused
+        assert vault_rows.count_tokens(tx, client_id) == 0  # deleted, not merely refused
 
 
 def test_policies_decide_each_call(vault: Vault) -> None:
     with vault.host.service.store.exclusive() as tx:
-        repo.put_policy(
+        vault_rows.put_policy(
             tx,
             "app",
             'path "secret/data/app/*" { capabilities = ["create", "read"] }\n'

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from strongroom.server import repository as repo
+from strongroom.server import vault_rows
 from tests.server.test_clock import START, Host, host  # noqa: F401 - the fixture
 from tests.server.vault.inproc import Vault
 
@@ -129,9 +129,9 @@ def test_master_key_rotation_rewraps_transit_keys_and_no_answer_holds_material(v
     service.after_rotation()
     assert v.call("POST", "transit/decrypt/k", t, {"ciphertext": c}).data["plaintext"] == HELLO
     with service.store.snapshot() as tx:
-        key = repo.transit_key(tx, v.host.client_id, "k")
+        key = vault_rows.transit_key(tx, v.host.client_id, "k")
         assert key is not None
-        wrapped = [w for _, _, w in repo.transit_versions(tx, key.id, [1])]
+        wrapped = [w for _, _, w in vault_rows.transit_versions(tx, key.id, [1])]
         ring = service.barrier.transit_keyring(tx, key.id, key.owner_id, key.type, False, [1])
     material = ring._materials[1]  # the test peeks; no API gives it
     answers = json.dumps(

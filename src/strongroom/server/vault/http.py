@@ -296,7 +296,7 @@ class VaultFront:
 
 def _self_caller(ctx: Ctx) -> Caller:
     """A signed login acts as the client itself: everything its own credential allows."""
-    from strongroom.server.repository import TokenRow
+    from strongroom.server.vault_rows import TokenRow
 
     row = TokenRow("", ctx.client.id, None, '["root"]', "signed", "{}", 0.0, None, 0, None, 0, 0)
     return Caller(ctx.client, row, pol.Acl([], root=True))

@@ -12,14 +12,15 @@ import json
 import re
 from typing import Any
 
-from strongroom.server import numbers
+from strongroom.server import numbers, vault_rows
 from strongroom.server import repository as repo
 from strongroom.server.errors import Refused
-from strongroom.server.repository import DepositRow, KvSettingsRow
+from strongroom.server.repository import DepositRow
 from strongroom.server.service import Ctx, Service
 from strongroom.server.vault import durations, jsonshape
 from strongroom.server.vault.errors import Invalid, Missing
 from strongroom.server.vault.tokens import iso
+from strongroom.server.vault_rows import KvSettingsRow
 
 MOUNT = "secret"
 DEFAULT_MAX_VERSIONS = 10
@@ -100,7 +101,7 @@ class KvV2:
     def read(self, ctx: Ctx, path: str, version: int | None) -> tuple[int, dict[str, Any]]:
         """(status, data) of a read: 200 with the value, or 404 with its metadata when that
         version is deleted or destroyed (as Vault answers), or a bare 404."""
-        found = repo.kv_version_read(ctx.tx, ctx.client.id, check_path(path), version or None)
+        found = vault_rows.kv_version_read(ctx.tx, ctx.client.id, check_path(path), version or None)
         target = f"{MOUNT}/data/{path}"
         if found is None:
             ctx.audit.append(ctx.client.id, "vault.kv.read", target, "denied", reason="not found")
@@ -150,7 +151,7 @@ class KvV2:
     def _store(self, ctx: Ctx, path: str, data: dict[str, Any], cas: object, action: str) -> dict[str, Any]:
         raw = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
         dep = self._own(ctx, path)
-        s = repo.kv_settings(ctx.tx, dep.id) if dep is not None else repo.KV_DEFAULTS
+        s = vault_rows.kv_settings(ctx.tx, dep.id) if dep is not None else vault_rows.KV_DEFAULTS
         current = dep.latest_version if dep is not None else 0
         if cas is not None:
             if not isinstance(cas, int) or isinstance(cas, bool) or cas < 0:
@@ -169,9 +170,9 @@ class KvV2:
             oldest = dep.latest_version - keep + 1
             repo.delete_versions_below(ctx.tx, dep.id, oldest)
             s = dataclasses.replace(s, oldest_version=oldest)
-            repo.set_kv_settings(ctx.tx, dep.id, s)
+            vault_rows.set_kv_settings(ctx.tx, dep.id, s)
         elif dep.latest_version == 1:
-            repo.set_kv_settings(ctx.tx, dep.id, s)  # marks the deposit as a KV secret from its first version
+            vault_rows.set_kv_settings(ctx.tx, dep.id, s)  # marks the deposit as a KV secret from its first version
         times = repo.version_times(ctx.tx, dep.id)
         v = int(out["version"])
         meta = self._version_meta(dep, s, v, times, {})
@@ -192,8 +193,8 @@ class KvV2:
         self._set_states(ctx, dep, versions, op)
 
     def _set_states(self, ctx: Ctx, dep: DepositRow, versions: list[int], op: str) -> None:
-        states = repo.kv_version_states(ctx.tx, dep.id)
-        s = repo.kv_settings(ctx.tx, dep.id)
+        states = vault_rows.kv_version_states(ctx.tx, dep.id)
+        s = vault_rows.kv_settings(ctx.tx, dep.id)
         now = self.clock()
         touched = []
         for v in sorted(set(versions)):
@@ -203,16 +204,16 @@ class KvV2:
             if destroyed:
                 continue
             if op == "delete" and deleted_at is None:
-                repo.set_kv_version_state(ctx.tx, dep.id, v, now, False)
+                vault_rows.set_kv_version_state(ctx.tx, dep.id, v, now, False)
             elif op == "undelete" and deleted_at is not None:
-                repo.set_kv_version_state(ctx.tx, dep.id, v, None, False)
+                vault_rows.set_kv_version_state(ctx.tx, dep.id, v, None, False)
             elif op == "destroy":
                 self.service.barrier.destroy_version(ctx.tx, dep.id, v)
-                repo.set_kv_version_state(ctx.tx, dep.id, v, deleted_at, True)
+                vault_rows.set_kv_version_state(ctx.tx, dep.id, v, deleted_at, True)
             else:
                 continue
             touched.append(v)
-        repo.set_kv_settings(ctx.tx, dep.id, s)
+        vault_rows.set_kv_settings(ctx.tx, dep.id, s)
         ctx.audit.append(ctx.client.id, f"vault.kv.{op}", f"{MOUNT}/{op}/{dep.name}", "ok", versions=touched)
 
     # -- metadata ------------------------------------------------------------------------------
@@ -222,9 +223,9 @@ class KvV2:
         if dep is None:
             ctx.audit.append(ctx.client.id, "vault.kv.metadata", target, "denied", reason="not found")
             raise Refused(Missing())
-        s = repo.kv_settings(ctx.tx, dep.id)
+        s = vault_rows.kv_settings(ctx.tx, dep.id)
         times = repo.version_times(ctx.tx, dep.id)
-        states = repo.kv_version_states(ctx.tx, dep.id)
+        states = vault_rows.kv_version_states(ctx.tx, dep.id)
         kept = sorted({*times, *(v for v, (_, d) in states.items() if d)})
         ctx.audit.append(ctx.client.id, "vault.kv.metadata", target, "ok")
         return {
@@ -247,7 +248,7 @@ class KvV2:
         if prefix:
             check_path(prefix.rstrip("/"))
         keys: list[str] = []
-        for name in repo.deposit_names_under(ctx.tx, ctx.client.id, prefix):
+        for name in vault_rows.deposit_names_under(ctx.tx, ctx.client.id, prefix):
             rest = name[len(prefix) :]
             head, slash, _ = rest.partition("/")
             key = head + slash
@@ -267,7 +268,7 @@ class KvV2:
             # Vault keeps metadata for a path with no versions yet; here a deposit needs a first
             # version, so settings wait for one.  Say so rather than pretend.
             raise Invalid("write a first version of this secret before its metadata (KV metadata without data is not kept)")
-        s = repo.kv_settings(ctx.tx, dep.id)
+        s = vault_rows.kv_settings(ctx.tx, dep.id)
         if body.get("metadata_cas_required") not in (None, False):
             raise Invalid("metadata_cas_required is not supported")
         max_versions = body.get("max_versions", s.max_versions if patch or "max_versions" not in body else 0)
@@ -295,7 +296,7 @@ class KvV2:
             oldest = dep.latest_version - keep + 1
             repo.delete_versions_below(ctx.tx, dep.id, oldest)
             s = dataclasses.replace(s, oldest_version=oldest)
-        repo.set_kv_settings(ctx.tx, dep.id, s)
+        vault_rows.set_kv_settings(ctx.tx, dep.id, s)
         ctx.audit.append(ctx.client.id, "vault.kv.metadata-write", target, "ok")
 
     def delete_metadata(self, ctx: Ctx, path: str) -> None:

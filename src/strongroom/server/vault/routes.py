@@ -11,7 +11,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from strongroom.server import numbers
+from strongroom.server import numbers, vault_rows
 from strongroom.server import repository as repo
 from strongroom.server.errors import Refused, StorageUnavailable
 from strongroom.server.service import Service
@@ -177,7 +177,7 @@ def _sys_mounts(c: Call) -> dict[str, Any]:
 
 
 def _policy_names(c: Call) -> dict[str, Any]:
-    names = sorted({"default", "root", *repo.policy_names(c.ctx.tx)})
+    names = sorted({"default", "root", *vault_rows.policy_names(c.ctx.tx)})
     c.ctx.audit.append(c.ctx.client.id, "vault.policy.list", c.path, "ok")
     if c.path.startswith("sys/policy"):  # the legacy route answers both keys, flattened
         c.flatten = True
@@ -190,7 +190,7 @@ def _policy_read(c: Call) -> dict[str, Any]:
     if name in pol.RESERVED:
         found: tuple[str, float, int] | None = (pol.DEFAULT_POLICY if name == "default" else "", 0.0, 1)
     else:
-        found = repo.policy(c.ctx.tx, name)
+        found = vault_rows.policy(c.ctx.tx, name)
     c.ctx.audit.append(c.ctx.client.id, "vault.policy.read", c.path, "ok" if found is not None else "denied")
     if found is None:
         raise Refused(Missing())
@@ -229,7 +229,7 @@ def _policy_write(c: Call) -> None:
         pol.parse(text)
     except pol.PolicyError as e:
         raise Invalid(f"failed to parse policy: {e}") from None
-    repo.put_policy(c.ctx.tx, name, text, c.service.clock())
+    vault_rows.put_policy(c.ctx.tx, name, text, c.service.clock())
     c.ctx.audit.append(c.ctx.client.id, "vault.policy.write", c.path, "ok")
 
 
@@ -238,7 +238,7 @@ def _policy_delete(c: Call) -> None:
     name = c.params["name"]
     if name in pol.RESERVED:
         raise Invalid(f"cannot delete {name} policy")
-    repo.delete_policy(c.ctx.tx, name)
+    vault_rows.delete_policy(c.ctx.tx, name)
     c.ctx.audit.append(c.ctx.client.id, "vault.policy.delete", c.path, "ok")
 
 
@@ -298,7 +298,7 @@ def _create(c: Call) -> None:
 
 def _lookup_self(c: Call) -> dict[str, Any]:
     c.ctx.audit.append(c.ctx.client.id, "vault.token.lookup-self", c.path, "ok", accessor=c.caller.token.accessor)
-    fresh = repo.token_by_accessor(c.ctx.tx, c.caller.token.accessor) or c.caller.token
+    fresh = vault_rows.token_by_accessor(c.ctx.tx, c.caller.token.accessor) or c.caller.token
     return c.tokens.lookup(c.token, fresh, "auth/strongroom/login" if fresh.parent is None else "auth/token/create")
 
 
@@ -309,7 +309,7 @@ def _renew_self(c: Call) -> None:
 
 
 def _revoke_self(c: Call) -> None:
-    repo.revoke_token_tree(c.ctx.tx, c.caller.token.accessor)
+    vault_rows.revoke_token_tree(c.ctx.tx, c.caller.token.accessor)
     c.ctx.audit.append(c.ctx.client.id, "vault.token.revoke-self", c.path, "ok", accessor=c.caller.token.accessor)
 
 

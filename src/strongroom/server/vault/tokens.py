@@ -16,14 +16,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from strongroom.crypto.identity import b64u
-from strongroom.server import repository as repo
+from strongroom.server import vault_rows
 from strongroom.server.audit import AuditWriter
 from strongroom.server.errors import Refused, TooMany
-from strongroom.server.repository import ClientRow, TokenRow
+from strongroom.server.repository import ClientRow
 from strongroom.server.storage import Tx
 from strongroom.server.vault import durations
 from strongroom.server.vault import policy as pol
 from strongroom.server.vault.errors import Invalid, PermissionDenied
+from strongroom.server.vault_rows import TokenRow
 
 PREFIX = "sr."
 DEFAULT_TTL = 768 * 3600  # Vault's default and maximum token TTL
@@ -67,7 +68,7 @@ class Tokens:
     def caller(self, tx: Tx, aw: AuditWriter, digest: bytes | None, path: str) -> Caller:
         """The caller behind the token whose ``token_hash`` is ``digest`` (None: no token), its use
         counted; a refusal is audited, then PermissionDenied."""
-        found = repo.token_and_client(tx, digest) if digest else None
+        found = vault_rows.token_and_client(tx, digest) if digest else None
         row, client = found if found is not None else (None, None)
         now = self.clock()
         reason = None
@@ -84,9 +85,9 @@ class Tokens:
             raise Refused(PermissionDenied())
         if row.uses_left > 0:
             if row.uses_left == 1:
-                repo.revoke_token_tree(tx, row.accessor)  # its last use: gone after this request
+                vault_rows.revoke_token_tree(tx, row.accessor)  # its last use: gone after this request
             else:
-                repo.use_token(tx, row.accessor)
+                vault_rows.use_token(tx, row.accessor)
         return Caller(client, row, self.acl(tx, json.loads(row.policies)))
 
     def _parent_alive(self, tx: Tx, accessor: str | None, now: float) -> bool:
@@ -95,7 +96,7 @@ class Tokens:
         for _depth in range(64):
             if accessor is None:
                 return True
-            parent = repo.token_by_accessor(tx, accessor)
+            parent = vault_rows.token_by_accessor(tx, accessor)
             if parent is None or parent.expires is not None and now >= parent.expires:
                 return False
             accessor = parent.parent
@@ -104,7 +105,7 @@ class Tokens:
     def acl(self, tx: Tx, names: list[str]) -> pol.Acl:
         if "root" in names:
             return _ROOT
-        bodies = repo.policy_bodies(tx, [n for n in names if n not in pol.RESERVED])
+        bodies = vault_rows.policy_bodies(tx, [n for n in names if n not in pol.RESERVED])
         rules = [pol.DEFAULT_RULES] if "default" in names else []
         for body in bodies.values():
             rules.append(self._rules(body))
@@ -131,7 +132,7 @@ class Tokens:
             wider = set(policies) - set(parent.policies) - {"default"}
             if wider:
                 raise Invalid(f"child policies must be subset of parent: {sorted(wider)[0]!r} is not the parent's")
-        unknown = [n for n in policies if n not in pol.RESERVED and repo.policy_body(tx, n) is None]
+        unknown = [n for n in policies if n not in pol.RESERVED and vault_rows.policy_body(tx, n) is None]
         if unknown:
             raise Invalid(f"no such policy: {unknown[0]!r}")
         now = self.clock()
@@ -155,9 +156,9 @@ class Tokens:
             or not all(isinstance(k, str) and isinstance(v, str) and len(k) + len(v) <= 512 for k, v in meta.items())
         ):
             raise Invalid(f"meta must be an object of at most {MAX_META} short strings")
-        if repo.count_tokens(tx, client.id) >= MAX_TOKENS_PER_CLIENT:
-            repo.forget_expired_tokens(tx, now)
-            if repo.count_tokens(tx, client.id) >= MAX_TOKENS_PER_CLIENT:
+        if vault_rows.count_tokens(tx, client.id) >= MAX_TOKENS_PER_CLIENT:
+            vault_rows.forget_expired_tokens(tx, now)
+            if vault_rows.count_tokens(tx, client.id) >= MAX_TOKENS_PER_CLIENT:
                 raise TooMany(f"this client holds {MAX_TOKENS_PER_CLIENT} tokens; revoke some first")
         token = PREFIX + b64u(os.urandom(32))
         row = TokenRow(
@@ -174,7 +175,7 @@ class Tokens:
             uses_left=uses,
             renewable=int(renewable),
         )
-        repo.insert_token(tx, row, token_hash(token))
+        vault_rows.insert_token(tx, row, token_hash(token))
         return token, row
 
     def renew(self, tx: Tx, caller: Caller, increment: object) -> TokenRow:
@@ -184,7 +185,7 @@ class Tokens:
         now = self.clock()
         step = durations.seconds(increment if increment is not None else "", "increment") or t.period
         expires = min(now + step, t.max_expires if t.max_expires is not None else now + step)
-        repo.set_token_expiry(tx, t.accessor, expires)
+        vault_rows.set_token_expiry(tx, t.accessor, expires)
         return TokenRow(**{**t.__dict__, "expires": expires})
 
     # -- answers -------------------------------------------------------------------------------

@@ -16,16 +16,15 @@ from typing import Any
 
 from strongroom.crypto import aead
 from strongroom.crypto import transit as tc
-from strongroom.server import numbers
-from strongroom.server import repository as repo
+from strongroom.server import numbers, vault_rows
 from strongroom.server.barrier import Barrier
 from strongroom.server.errors import IntegrityFailure, Refused
-from strongroom.server.repository import TransitKeyRow
 from strongroom.server.service import MAX_ENTROPY, Service
 from strongroom.server.vault import durations
 from strongroom.server.vault.errors import Invalid, Missing
 from strongroom.server.vault.http import Call
 from strongroom.server.vault.tokens import iso
+from strongroom.server.vault_rows import TransitKeyRow
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 MAX_BATCH = 4096
@@ -111,7 +110,7 @@ class Transit:
         latest when None) in the same statement for ``_ring``."""
         if not NAME_RE.match(name):
             raise Invalid("invalid key name: use letters, digits, '.', '_' and '-', at most 128 characters")
-        found = repo.transit_key_and_version(c.ctx.tx, c.ctx.client.id, name, version)
+        found = vault_rows.transit_key_and_version(c.ctx.tx, c.ctx.client.id, name, version)
         key = found[0] if found is not None else None
         if found is not None and found[1] is not None:
             c.memo["transit_version"] = (found[0].id, found[1])
@@ -140,10 +139,10 @@ class Transit:
         if period and period < 3600:
             raise Invalid("auto rotate period must be 0 to disable or at least an hour")
         now = c.service.clock()
-        key_id = repo.insert_transit_key(c.ctx.tx, c.ctx.client.id, name, kind, derived, period, now)
+        key_id = vault_rows.insert_transit_key(c.ctx.tx, c.ctx.client.id, name, kind, derived, period, now)
         self.barrier.new_transit_version(c.ctx.tx, key_id, c.ctx.client.id, 1, kind, now)
         c.ctx.audit.append(c.ctx.client.id, "vault.transit.create", c.path, "ok", type=kind, derived=derived)
-        key = repo.transit_key(c.ctx.tx, c.ctx.client.id, name)
+        key = vault_rows.transit_key(c.ctx.tx, c.ctx.client.id, name)
         assert key is not None
         return key
 
@@ -151,14 +150,14 @@ class Transit:
         now = c.service.clock()
         version = key.latest_version + 1
         self.barrier.new_transit_version(c.ctx.tx, key.id, key.owner_id, version, key.type, now)
-        repo.set_transit_latest(c.ctx.tx, key.id, version, now)
+        vault_rows.set_transit_latest(c.ctx.tx, key.id, version, now)
         c.ctx.audit.append(c.ctx.client.id, "vault.transit.rotate", f"transit/keys/{key.name}", "ok", version=version)
-        fresh = repo.transit_key(c.ctx.tx, key.owner_id, key.name)
+        fresh = vault_rows.transit_key(c.ctx.tx, key.owner_id, key.name)
         assert fresh is not None
         return fresh
 
     def _describe(self, c: Call, key: TransitKeyRow) -> dict[str, Any]:
-        times = repo.transit_version_times(c.ctx.tx, key.id)
+        times = vault_rows.transit_version_times(c.ctx.tx, key.id)
         live = sorted(v for v in times if v >= key.min_decryption_version)
         keys: dict[str, Any]
         if key.type == tc.ED25519:
@@ -248,7 +247,7 @@ class Transit:
         return self._describe(c, key)
 
     def list_keys(self, c: Call) -> dict[str, Any]:
-        names = repo.transit_key_names(c.ctx.tx, c.ctx.client.id)
+        names = vault_rows.transit_key_names(c.ctx.tx, c.ctx.client.id)
         c.ctx.audit.append(c.ctx.client.id, "vault.transit.list", c.path, "ok" if names else "denied")
         if not names:
             raise Refused(Missing())
@@ -259,7 +258,7 @@ class Transit:
         if not key.deletion_allowed:
             c.ctx.audit.append(c.ctx.client.id, "vault.transit.delete", c.path, "denied", reason="deletion not allowed")
             raise Refused(Invalid(f"error deleting policy {key.name}: deletion is not allowed for this key"))
-        repo.delete_transit_key(c.ctx.tx, key.id)
+        vault_rows.delete_transit_key(c.ctx.tx, key.id)
         c.ctx.audit.append(c.ctx.client.id, "vault.transit.delete", c.path, "ok")
 
     def config(self, c: Call) -> dict[str, Any]:
@@ -283,9 +282,9 @@ class Transit:
             period = durations.seconds(b["auto_rotate_period"], "auto_rotate_period")
             if period and period < 3600:
                 raise Invalid("auto rotate period must be 0 to disable or at least an hour")
-        repo.set_transit_config(c.ctx.tx, key.id, min_dec, min_enc, deletion, period)
+        vault_rows.set_transit_config(c.ctx.tx, key.id, min_dec, min_enc, deletion, period)
         c.ctx.audit.append(c.ctx.client.id, "vault.transit.config", c.path, "ok")
-        fresh = repo.transit_key(c.ctx.tx, key.owner_id, key.name)
+        fresh = vault_rows.transit_key(c.ctx.tx, key.owner_id, key.name)
         assert fresh is not None
         return self._describe(c, fresh)
 
