@@ -178,18 +178,19 @@ def configs_by_version(vk: keys.VolumeKeys, v1: dict) -> dict[str, object]:
     return out
 
 
+def edited(base: dict, edit: Callable[[dict], object], checksum: bool = True) -> dict:
+    """A copy of the config ``base`` changed by ``edit``, its checksum made again (as anyone can)."""
+    out = json.loads(json.dumps(base))
+    edit(out)
+    if checksum:
+        out.pop("checksum")
+        out["checksum"] = config._checksum(out)
+    return out
+
+
 def negative_configs(vk: keys.VolumeKeys, v1: dict) -> list[dict[str, object]]:
     """Configs (and a passphrase) a reader must refuse, each with the product's refusal (§4)."""
     v4 = _resealed(v1, vk, version=4)
-
-    def edited(base: dict, edit: Callable[[dict], object], checksum: bool = True) -> dict:
-        """A copy of ``base`` changed by ``edit``, its checksum made again (as anyone can)."""
-        out = json.loads(json.dumps(base))
-        edit(out)
-        if checksum:
-            out.pop("checksum")
-            out["checksum"] = config._checksum(out)
-        return out
 
     salt_changed = edited(v4, lambda c: c["key_sources"][0]["kdf"].update(salt=names.b64u(os.urandom(16))), checksum=False)
     huge = edited(v4, lambda c: c["key_sources"][0]["kdf"].update(memory_kib=(1 << 20) + 1))
@@ -383,13 +384,6 @@ def version_5() -> dict[str, object]:
     flipped = record[:-1] + bytes([record[-1] ^ 1])
     v5 = config.VolumeConfig.from_json(written)
 
-    def edited(edit: Callable[[dict], object]) -> dict:
-        out = json.loads(json.dumps(written))
-        edit(out)
-        out.pop("checksum")
-        out["checksum"] = config._checksum(out)
-        return out
-
     weak = config.passphrase_source(vk.kek, vk.volume_id, PASSPHRASE, "primary")
     weak["kdf"]["memory_kib"] = 4096  # (below the floor; the seal itself is not remade: refused first)
     return {
@@ -472,26 +466,27 @@ def version_5() -> dict[str, object]:
         "negative_configs": [
             {
                 "case": "a key source's role changed (checksum recomputed)",
-                "config": edited(lambda c: c["key_sources"][1].update(role="primary")),
+                "config": edited(written, lambda c: c["key_sources"][1].update(role="primary")),
                 "refusal": "parameters were changed",
             },
             {
                 "case": "a key source's KDF memory below version 5's floor (checksum recomputed)",
-                "config": edited(lambda c: c["key_sources"].__setitem__(0, weak)),
+                "config": edited(written, lambda c: c["key_sources"].__setitem__(0, weak)),
                 "refusal": "refused",
             },
             {
                 "case": "a trustee source added (checksum recomputed)",
                 "config": edited(
+                    written,
                     lambda c: c["key_sources"].append(
                         config.trustee_source(vk.kek, vk.volume_id, ["https://attacker.example"], "x", "y", os.urandom(32))
-                    )
+                    ),
                 ),
                 "refusal": "parameters were changed",
             },
             {
                 "case": "the version lowered to 4 (checksum recomputed)",
-                "config": edited(lambda c: c.update(version=4)),
+                "config": edited(written, lambda c: c.update(version=4)),
                 "refusal": "wrong passphrase",  # a version-4 reader opens no salted seal
             },
         ],
