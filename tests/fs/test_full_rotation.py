@@ -162,3 +162,20 @@ def test_a_damaged_block_stops_the_rotation_and_abort_gives_the_volume_back(
     assert lower_digest(m.lower) == before  # as it was: the old tree and config were never changed
     r = cli("fs", "fsck", str(m.lower), "--passphrase-file", str(m.pwfile))
     assert r.returncode == 1, r.stdout  # the damage, named
+
+
+def test_a_planted_or_damaged_state_file_is_one_clear_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rotation's state file as a FIFO, as garbage, or as JSON of another shape: one line, exit
+    non-zero, nothing touched (a FIFO is never opened for reading, so nothing hangs)."""
+    m, _want, _export, _secret = _volume(tmp_path, monkeypatch)
+    before = lower_digest(m.lower)
+    state = m.lower / fullrotate.STATE
+    for plant in ("fifo", "garbage", "shape"):
+        if plant == "fifo":
+            os.mkfifo(state)
+        else:
+            state.write_text("{not json" if plant == "garbage" else '{"phase": "later"}')
+        r = cli("fs", "rotate", "--full", str(m.lower), "--passphrase-file", str(m.pwfile), timeout=60)
+        assert r.returncode != 0 and len(r.stderr.splitlines()) == 1 and fullrotate.STATE.encode() in r.stderr, r.stderr
+        state.unlink()
+    assert lower_digest(m.lower) == before

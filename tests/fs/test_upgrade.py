@@ -147,3 +147,17 @@ def test_a_damaged_volume_is_refused_and_left_untouched(tmp_path: Path) -> None:
     assert lower_digest(m.lower) == before and config.VolumeConfig.load(m.lower).version == 4
     m.start()  # still mounts as it was
     m.stop()
+
+
+def test_a_planted_or_damaged_staged_config_is_one_clear_line(tmp_path: Path) -> None:
+    """The staged config as a FIFO or as garbage: one line, exit non-zero, never a hang."""
+    m = _v4(tmp_path)
+    staged = m.lower / upgrade.STAGED
+    for plant in ("fifo", "garbage"):
+        if plant == "fifo":
+            os.mkfifo(staged)
+        else:
+            staged.write_text("{not json")
+        r = cli("fs", "upgrade", str(m.lower), "--passphrase-file", str(m.pwfile), timeout=60)
+        assert r.returncode != 0 and len(r.stderr.splitlines()) == 1 and upgrade.STAGED.encode() in r.stderr, r.stderr
+        staged.unlink()

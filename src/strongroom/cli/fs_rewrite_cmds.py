@@ -231,6 +231,8 @@ def fs_upgrade(
                 result = upgrade.upgrade(volume, checked, advance, checked.renew)
         except upgrade.UpgradeError as e:
             raise CliError(str(e)) from None
+        except OSError as e:  # a full disk, a lower file system gone read-only
+            raise CliError(f"the upgrade stopped: {e.strerror} ({e.filename}); run it again to resume") from None
     out = {
         "volume": str(volume),
         "version": 5,

@@ -44,8 +44,14 @@ class FullResult:
 
 
 def _load_state(volume: Path) -> dict[str, Any] | None:
-    raw = sidecar.read_bounded(volume / STATE, config.CONFIG_MAX)
-    return None if raw is None else dict(json.loads(raw))
+    try:
+        raw = sidecar.read_bounded(volume / STATE, config.CONFIG_MAX)
+        state = None if raw is None else json.loads(raw)
+    except (sidecar.UnsafeFile, ValueError) as e:  # a FIFO, a symlink, a damaged file: never guessed at
+        raise RotationError(f"{STATE} cannot be read ({e}): restore it or remove the rotation by hand") from None
+    if state is not None and (not isinstance(state, dict) or state.get("phase") not in ("build", "swap")):
+        raise RotationError(f"{STATE} is not a rotation's state")
+    return state
 
 
 def _save_state(volume: Path, state: dict[str, Any]) -> None:

@@ -55,10 +55,13 @@ Renew = Callable[[dict[str, Any], bytes], dict[str, Any]]
 def _staged(volume: Path, cfg: config.VolumeConfig, source_keys: list[bytes], renew: Renew | None) -> config.VolumeConfig:
     """The version-5 config, from the one the volume has (written once, then reused)."""
     if in_progress(volume):
-        raw = sidecar.read_bounded(volume / STAGED, config.CONFIG_MAX)
-        if raw is None:
-            raise UpgradeError(f"{volume / STAGED} vanished")
-        return config.VolumeConfig.from_json(json.loads(raw), str(volume / STAGED))
+        try:
+            raw = sidecar.read_bounded(volume / STAGED, config.CONFIG_MAX)
+            if raw is None:
+                raise UpgradeError(f"{volume / STAGED} vanished")
+            return config.VolumeConfig.from_json(json.loads(raw), str(volume / STAGED))
+        except (sidecar.UnsafeFile, ValueError, config.ConfigError) as e:  # a FIFO, a symlink, damage
+            raise UpgradeError(f"{STAGED} cannot be read ({e}): restore it or remove it by hand") from None
     old = cfg.unlock_with_source_key(cfg.key_sources[0], source_keys[0])
     new = keys.VolumeKeys.of(
         cfg.volume_id, old.kek, {p: old.by_purpose(p) for p in keys.PURPOSES} | {"dir-ids": os.urandom(32)}, keys.V5
@@ -149,7 +152,10 @@ class _Pass:
     def _journalled(self) -> dict[int, bytes]:
         """Old headers recorded before their rewrite, by lower inode (a torn write is undone)."""
         out: dict[int, bytes] = {}
-        raw = sidecar.read_bounded(self.volume / JOURNAL, 1 << 30) or b""
+        try:
+            raw = sidecar.read_bounded(self.volume / JOURNAL, 1 << 30) or b""
+        except sidecar.UnsafeFile as e:
+            raise UpgradeError(f"{JOURNAL} cannot be read ({e})") from None
         for line in raw.splitlines():
             try:
                 record = json.loads(line)

@@ -1,8 +1,9 @@
 """Every SQL statement the server runs on its tables, by table (those of the Vault surface are in
 vault_rows.py): the service (service.py), the barrier, the audit chain, node coordination, setup
-and backup ask for rows and changes here and write no SQL themselves.  Row types are dataclasses whose SELECT lists are derived from, and
-checked against, the table definitions (storage.columns_of), so a row type and its table cannot
-drift apart.  Each function takes the open transaction first; none commits.
+and backup ask for rows and changes here and write no SQL themselves.  Row types are dataclasses
+whose SELECT lists are derived from, and checked against, the table definitions
+(storage.columns_of), so a row type and its table cannot drift apart.  Each function takes the
+open transaction first; none commits.
 
 The key and version rows (master_keys, system_keys, deposit_versions) hold only wrapped keys and
 ciphertext, and only the barrier (barrier.py) calls their functions: the service gets plaintext
