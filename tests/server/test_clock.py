@@ -15,11 +15,15 @@ import pytest
 
 from strongroom.crypto import reqsig
 from strongroom.crypto.identity import Identity, b64u
-from strongroom.server import barrier, storage
+from strongroom.server import actions, barrier, storage
+from strongroom.server import messages as m
 from strongroom.server import repository as repo
 from strongroom.server.datadir import DataDir
 from strongroom.server.errors import Denied, Gone, Unauthorized
-from strongroom.server.service import Policy, Service, SignedRequest
+from strongroom.server.identities import secret_hash
+from strongroom.server.messages import Policy
+from strongroom.server.request import SignedRequest
+from strongroom.server.service import Service
 from strongroom.server.setup import init_server
 
 pytestmark = pytest.mark.unit
@@ -56,14 +60,17 @@ class Host:
         }
         return SignedRequest(method, path, "", body, headers)
 
+    def run(self, req: SignedRequest, message: Any) -> Any:
+        """A request as the writer process runs it: signature checked, routed, committed."""
+        call = m.Call(0, req.raw_path, self.service.verify_signature(req), message)
+        return self.service.submit(actions.action(self.service, None, call)).result(10)
+
     def put(self, name: str, data: bytes, policy: Policy | None = None) -> Any:
-        req = self.request("PUT", f"/v1/deposits/{name}")
-        return self.service.signed_future(req, lambda ctx: self.service.put(ctx, name, data, policy)).result(10)
+        return self.run(self.request("PUT", f"/v1/deposits/{name}"), m.PutDeposit(name, data, policy))
 
     def get(self, name: str, req: SignedRequest | None = None) -> bytes:
         req = req or self.request("GET", f"/v1/deposits/{name}")
-        out = self.service.signed_future(req, lambda ctx: self.service.get(ctx, name, None, None)).result(10)
-        return bytes(out["data"])
+        return bytes(self.run(req, m.GetDeposit(name, None, None))["data"])
 
 
 @pytest.fixture
@@ -77,7 +84,9 @@ def host(tmp_path: Path) -> Iterator[Host]:
     clock = Clock()
     service = Service(store, bar, data, data.load_config(), clock=clock)
     identity = Identity.generate()
-    reg = service.register_future(init.org, init.auth_secret, "host", b64u(identity.public_bytes()), "127.0.0.1").result(10)
+    pub = identity.public_bytes()
+    register = service.register_action(init.org, secret_hash(init.auth_secret), "host", pub, "127.0.0.1")
+    reg = service.submit(register).result(10)
     try:
         yield Host(service, clock, identity, reg["client_id"])
     finally:

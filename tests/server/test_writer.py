@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import socket
@@ -13,7 +14,8 @@ import pytest
 
 from strongroom.client import NotFound, Unavailable
 from strongroom.server import errors
-from strongroom.server.writer import Frames, WriterInternalError, error_reply, frame, raise_reply
+from strongroom.server import messages as m
+from strongroom.server.messages import Frames, WriterInternalError, failure, frame, raise_failure
 from tests.serverproc import Deployment, ServerProcess
 
 
@@ -47,8 +49,10 @@ def _listening_socket_path(pid: int) -> str:
 # -- the channel's framing -----------------------------------------------------------------------
 def test_frames_reassemble_across_any_split() -> None:
     msgs = [
-        (1, "get", "/v1/deposits/a", ("c", "n", 1), ("a", None, None)),
-        (2, "put", "/p", ("c", "m", 2), ("b", b"\0" * 5000, None)),
+        m.Call(1, "/v1/deposits/a", ("c", "n", 1), m.GetDeposit("a", None, None)),
+        m.Call(2, "/p", ("c", "m", 2), m.PutDeposit("b", b"\0" * 5000, m.Policy(("client:x",), 1.5, None, 3))),
+        m.Reply(3, False, failure(errors.Gone("gone"))),
+        m.Call(4, "/v1/register", None, m.Register("o", b"d" * 32, "n", b"k" * 32, "127.0.0.1")),
     ]
     stream = b"".join(frame(m) for m in msgs)
     for cut in (1, 3, 4, 5, 17, len(stream) - 1):
@@ -59,6 +63,18 @@ def test_frames_reassemble_across_any_split() -> None:
     assert [x for b in stream for x in f.feed(bytes([b]))] == msgs  # one byte at a time
 
 
+def test_only_this_servers_messages_decode() -> None:
+    with pytest.raises(ValueError, match="not a message"):
+        m.decode((m.TAG, "system", ()))
+    @dataclasses.dataclass
+    class Stray:
+        x: int
+
+    with pytest.raises(TypeError, match="not a registered message"):
+        m.encode(Stray(1))
+    assert m.decode(m.encode(m.Stats())) == m.Stats()
+
+
 def test_oversize_frame_is_refused_before_it_is_buffered() -> None:
     f = Frames(100)
     with pytest.raises(ValueError, match="over the limit"):
@@ -67,24 +83,27 @@ def test_oversize_frame_is_refused_before_it_is_buffered() -> None:
 
 def test_errors_cross_the_channel_by_kind_without_internal_messages() -> None:
     with pytest.raises(errors.Gone, match="retrieval limit"):
-        raise_reply(error_reply(errors.Gone("deposit has reached its retrieval limit")))
+        raise_failure(failure(errors.Gone("deposit has reached its retrieval limit")))
     with pytest.raises(errors.NotFound):
-        raise_reply(error_reply(errors.NotFound("no such deposit")))
+        raise_failure(failure(errors.NotFound("no such deposit")))
     secret_bearing = RuntimeError("row contained s3cr3t")
-    reply = error_reply(secret_bearing)
+    reply = failure(secret_bearing)
     assert "s3cr3t" not in repr(reply)
     with pytest.raises(WriterInternalError) as e:
-        raise_reply(reply)
+        raise_failure(reply)
     assert "s3cr3t" not in str(e.value)
     # A name that is not one of the API's error classes never picks a class: it is an ApiError
     # with the status and code sent (the Vault API's own errors cross this way).
     with pytest.raises(errors.ApiError) as api:
-        raise_reply(("api", "SystemExit", "not an API error class", 403, "denied"))
+        raise_failure(m.Failure(True, "SystemExit", "not an API error class", 403, "denied"))
     assert type(api.value) is errors.ApiError and (api.value.status, api.value.code) == (403, "denied")
-    from strongroom.server.vault.errors import PermissionDenied
+    from strongroom.server.vault.errors import Invalid, PermissionDenied
 
+    with pytest.raises(errors.ApiError) as vault_invalid:  # a name the deposit API's errors also have
+        raise_failure(failure(Invalid("bad")))
+    assert (vault_invalid.value.status, vault_invalid.value.code) == (400, Invalid.code)
     with pytest.raises(errors.ApiError) as denied:
-        raise_reply(error_reply(PermissionDenied()))
+        raise_failure(failure(PermissionDenied()))
     assert (denied.value.status, denied.value.message) == (403, "permission denied")
 
 

@@ -1,34 +1,20 @@
-"""ASGI helpers shared by the API's plain layers (api.py's body limit, hotpath.py)."""
+"""The outermost ASGI layer: no exception leaves the app with request data in it."""
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+# The ASGI interface's types (asgiref's spec), written here rather than taken from a framework.
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 log = logging.getLogger("strongroom.server")
-
-
-def request_message(body: bytes) -> Message:
-    return {"type": "http.request", "body": body, "more_body": False}
-
-
-def replay(first: Message, then: Receive | None = None) -> Receive:
-    """A ``receive`` that gives ``first`` again, then goes on with ``then`` (or a disconnect):
-    for handing on a request whose body a layer has already read."""
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return first
-        if then is None:
-            return {"type": "http.disconnect"}
-        return await then()
-
-    return receive
 
 
 class QuietErrors:

@@ -16,6 +16,13 @@ class BadRequest(ApiError):
     status, code = 400, "bad_request"
 
 
+class Invalid(ApiError):
+    """A request that does not fit its route: a query parameter or body field out of its type
+    or bounds, an unknown one, malformed JSON."""
+
+    status, code = 422, "invalid_request"
+
+
 class Unauthorized(ApiError):
     status, code = 401, "unauthorized"
 

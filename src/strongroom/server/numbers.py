@@ -27,6 +27,16 @@ def whole(text: str, low: int = 0, high: int = 2**63 - 1, max_len: int = 19) -> 
     return value if low <= value <= high else None
 
 
+def integer(text: str, low: int, high: int, max_len: int = 19) -> int | None:
+    """``whole`` that also takes a leading "-"."""
+    if text.startswith("-"):
+        value = whole(text[1:], 0, 2**63, max_len)
+        value = None if value is None else -value
+    else:
+        value = whole(text, 0, 2**63 - 1, max_len)
+    return value if value is not None and low <= value <= high else None
+
+
 def ascii_pattern(pattern: str, flags: int = 0) -> re.Pattern[str]:
     """A compiled pattern whose \\d, \\w and \\s are ASCII only."""
     return re.compile(pattern, flags | re.ASCII)

@@ -1,29 +1,26 @@
 """The API's route table (docs/API.md): each route's method, path, success status, query
-parameters with their bounds, and body model.  The FastAPI app (api.py, and with it the OpenAPI
-schema) and the fast path (hotpath.py) are both built from these entries, so every constraint is
-written once, here."""
+parameters with their bounds, and body model.  The request pipeline (front.py) parses every
+request by these entries and the OpenAPI document (openapi.py) is made from them, so every
+constraint is written once, here."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 from urllib.parse import parse_qsl
 
-from fastapi import Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from strongroom.server import numbers
-from strongroom.server.service import MAX_ENTROPY, MAX_OWNER_CHARS, MAX_VERSION, Policy
-
-
-class PassOn(Exception):
-    """Not a request the fast path answers: FastAPI does (and answers its errors)."""
+from strongroom.server.errors import Invalid
+from strongroom.server.messages import Policy
+from strongroom.server.service import MAX_ENTROPY, MAX_OWNER_CHARS, MAX_VERSION
 
 
 @dataclass(frozen=True)
 class Param:
-    """A query parameter: an int within [ge, le], a str of at most max_length characters, or a
-    bool."""
+    """A query parameter: an int within [ge, le] (ASCII digits), a str of at most max_length
+    characters, or a bool ("true" or "false")."""
 
     name: str
     kind: type = str
@@ -33,27 +30,34 @@ class Param:
     default: Any = None
     required: bool = False
 
-    def query(self) -> Any:
-        """The FastAPI declaration (the OpenAPI schema shows the bounds)."""
-        default = ... if self.required else self.default
-        return Query(default=default, ge=self.ge, le=self.le, max_length=self.max_length)
-
     def parse(self, text: str) -> Any:
-        """The value of a well-formed parameter; PassOn for anything else."""
+        """The parameter's value; 422 for anything else."""
         if self.kind is bool:
             if text not in ("true", "false"):
-                raise PassOn
+                raise Invalid(f"query parameter {self.name}: must be true or false")
             return text == "true"
         if self.kind is int:
-            if not numbers.is_digits(text) or len(text) > 19:
-                raise PassOn
-            value = int(text)
-            if (self.ge is not None and value < self.ge) or (self.le is not None and value > self.le):
-                raise PassOn
+            low = -(2**63) if self.ge is None else self.ge
+            high = 2**63 - 1 if self.le is None else self.le
+            value = numbers.integer(text, low, high)
+            if value is None:
+                raise Invalid(f"query parameter {self.name}: must be a whole number from {self.ge} to {self.le}")
             return value
         if self.max_length is not None and len(text) > self.max_length:
-            raise PassOn
+            raise Invalid(f"query parameter {self.name}: at most {self.max_length} characters")
         return text
+
+    def schema(self) -> dict[str, Any]:
+        """The parameter as JSON Schema (the OpenAPI document)."""
+        if self.kind is bool:
+            out: dict[str, Any] = {"type": "boolean"}
+        elif self.kind is int:
+            out = {"type": "integer", "minimum": self.ge, "maximum": self.le}
+        else:
+            out = {"type": "string"} | ({} if self.max_length is None else {"maxLength": self.max_length})
+        if self.default is not None:
+            out["default"] = self.default
+        return out
 
 
 @dataclass(frozen=True)
@@ -63,33 +67,51 @@ class Route:
     status: int = 200
     query: tuple[Param, ...] = ()
     body: type[BaseModel] | None = None
+    choices: dict[str, tuple[str, ...]] = field(default_factory=dict)  # path parts with a closed set of values
+    summary: str = ""
 
     @property
     def key(self) -> str:
         """The route's label in metrics: its path template and method."""
         return f"{self.path}:{self.method}"
 
-    def param(self, name: str) -> Any:
-        """The FastAPI declaration of one query parameter."""
-        return next(p for p in self.query if p.name == name).query()
-
     def parse_query(self, query_string: bytes) -> dict[str, Any]:
-        """The query of a well-formed request (each parameter once, none unknown, every required
-        one present, every value within its bounds); PassOn for anything else."""
+        """The query: each parameter at most once, none unknown, every required one present,
+        every value within its bounds; 422 otherwise."""
         pairs = parse_qsl(query_string.decode("latin-1"), keep_blank_values=True, strict_parsing=False)
-        raw = dict(pairs)
         known = {p.name: p for p in self.query}
-        if len(raw) != len(pairs) or not set(raw) <= set(known):
-            raise PassOn
+        raw: dict[str, str] = {}
+        for name, value in pairs:
+            if name not in known:
+                raise Invalid(f"unknown query parameter {name[:64]!r}")
+            if name in raw:
+                raise Invalid(f"query parameter {name} is given more than once")
+            raw[name] = value
         out: dict[str, Any] = {}
         for name, p in known.items():
             if name in raw:
                 out[name] = p.parse(raw[name])
             elif p.required:
-                raise PassOn
+                raise Invalid(f"query parameter {name} is required")
             else:
                 out[name] = p.default
         return out
+
+    def parse_body(self, body: bytes) -> BaseModel | None:
+        """The body as the route's model (None for a route that takes none, whose body must be
+        empty); 422 for JSON that does not validate."""
+        if self.body is None:
+            if body.strip():
+                raise Invalid("this route takes no request body")
+            return None
+        try:
+            return self.body.model_validate_json(body)
+        except ValidationError as e:
+            parts = []
+            for err in e.errors(include_input=False)[:5]:
+                where = ".".join(str(x) for x in err.get("loc", ()))
+                parts.append(f"{where or 'body'}: {err.get('msg', 'invalid')}")
+            raise Invalid("; ".join(parts) or "invalid request body") from None
 
 
 # -- bodies ------------------------------------------------------------------------------------
@@ -180,7 +202,9 @@ ORG_CREATE = Route("POST", "/v1/admin/orgs", 201, body=NameRequest)
 ORGS_LIST = Route("GET", "/v1/admin/orgs")
 ORG_ROTATE_SECRET = Route("POST", "/v1/admin/orgs/{org}/rotate-secret")
 CLIENTS_LIST = Route("GET", "/v1/admin/clients")
-CLIENT_STATUS = Route("POST", "/v1/admin/clients/{client_id}/{action}")
+CLIENT_STATUS = Route(
+    "POST", "/v1/admin/clients/{client_id}/{action}", choices={"action": ("enable", "disable", "revoke")}
+)
 GROUPS_LIST = Route("GET", "/v1/admin/orgs/{org}/groups")
 GROUP_CREATE = Route("POST", "/v1/admin/orgs/{org}/groups", 201, body=NameRequest)
 GROUP_CHANGE = Route("PATCH", "/v1/admin/orgs/{org}/groups/{name}", body=GroupChange)

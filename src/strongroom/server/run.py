@@ -95,9 +95,9 @@ def _worker(sock: socket.socket, data: DataDir, unseal_key: bytes | None, log_le
 
     from strongroom.server.api import REQUEST_TIMEOUT, create_app
     from strongroom.server.httpproto import bounded_protocol
+    from strongroom.server.messages import frame_limit
     from strongroom.server.nodes import NodeAgent
     from strongroom.server.service import Service
-    from strongroom.server.writer import frame_limit
     from strongroom.server.writerlink import WriterLink
 
     # The event loop and this worker's own group-commit thread (the routes other than the hot

@@ -50,8 +50,10 @@ from strongroom.server.identities import (
     new_secret,
     secret_hash,
 )
+from strongroom.server.messages import Checked, Policy
 from strongroom.server.orgs import OrgAdmin
 from strongroom.server.repository import ClientRow, DepositRow
+from strongroom.server.request import SignedRequest
 from strongroom.server.storage import INTEGRITY_ERRORS, Tx
 
 log = logging.getLogger("strongroom.server")
@@ -74,26 +76,6 @@ def _utc(t: float) -> str:
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
     except (OverflowError, ValueError, OSError):
         return repr(t)
-
-
-@dataclass(frozen=True)
-class SignedRequest:
-    method: str
-    raw_path: str
-    raw_query: str
-    body: bytes
-    headers: dict[str, str]
-
-
-Checked = tuple[str, str, int]  # a request whose signature held: (client id, nonce, timestamp)
-
-
-@dataclass(frozen=True)
-class Policy:
-    readers: tuple[str, ...] = ()
-    expires_at: float | None = None
-    not_before: float | None = None
-    max_retrievals: int | None = None
 
 
 @dataclass
@@ -130,10 +112,6 @@ class Service(OrgAdmin):
     def _action(self, fn: Callable[[Tx, audit_mod.AuditWriter], T]) -> T:
         return self.submit(fn).result()
 
-    def signed_future(self, req: SignedRequest, fn: Callable[[Ctx], T], admin: bool = False) -> Future[T]:
-        checked = self.verify_signature(req)  # CPU work done before taking the write lock
-        return self.submit(self.signed_action(req.raw_path, checked, fn, admin))
-
     def signed_action(
         self, raw_path: str, checked: Checked, fn: Callable[[Ctx], T], admin: bool = False
     ) -> Callable[[Tx, audit_mod.AuditWriter], T]:
@@ -147,26 +125,6 @@ class Service(OrgAdmin):
             return fn(Ctx(tx, client, aw))
 
         return run
-
-    def hot_action(
-        self, op: str, raw_path: str, checked: Checked, args: tuple[Any, ...]
-    ) -> Callable[[Tx, audit_mod.AuditWriter], Any]:
-        """One of the hot routes' actions named by plain data, for the writer process (server/writer.py)."""
-        fn: Callable[[Ctx], Any]
-        if op == "register":  # not signed: the organization's auth secret is the credential
-            org, digest, name, pub, source = args
-            return self.register_action(org, digest, name, pub, source)
-        if op == "get":
-            name, owner, version = args
-            fn = lambda ctx: self.get(ctx, name, owner, version)  # noqa: E731
-        elif op == "put":
-            name, data, policy = args
-            fn = lambda ctx: self.put(ctx, name, data, Policy(*policy) if policy is not None else None)  # noqa: E731
-        elif op == "auth":
-            fn = lambda ctx: None  # noqa: E731 - entropy: the bytes are drawn in the worker once this committed
-        else:
-            raise ValueError(f"unknown action {op!r}")
-        return self.signed_action(raw_path, checked, fn)
 
     def verify_signature(self, req: SignedRequest) -> Checked:
         """Check the signature outside the write transaction; returns (client id, nonce, timestamp).
@@ -223,10 +181,6 @@ class Service(OrgAdmin):
         return client
 
     # -- registration -----------------------------------------------------------------------
-    def register_future(self, org: str, auth_secret: str, name: str, public_key: str, source: str) -> Future[dict[str, Any]]:
-        pub = self.register_check(org, name, public_key, source)
-        return self.submit(self.register_action(org, secret_hash(auth_secret), name, pub, source))
-
     def register_check(self, org: str, name: str, public_key: str, source: str) -> bytes:
         """What a registration is checked for before the database: names, the key's form.
         Returns the public key's bytes."""

@@ -10,14 +10,13 @@ sockets.  Workers keep TLS, HTTP and the signature check (CPU work that needs no
 
 The channel is a Unix stream socket in a directory only the server's user can enter; peers are
 checked to be that user.  Frames are a 4-byte big-endian length and a ``marshal`` body of plain
-values (both ends are this package, same interpreter): requests ``(id, op, raw_path, checked,
-args)``, replies ``(id, True, result)`` or ``(id, False, (kind, name, message))``.
+values (both ends are this package, same interpreter): the messages of messages.py, a ``Call``
+from a worker, a ``Reply`` back; actions.py routes each to the action that serves it.
 """
 
 from __future__ import annotations
 
 import logging
-import marshal
 import os
 import selectors
 import signal
@@ -27,79 +26,23 @@ import time
 from concurrent.futures import Future
 from typing import Any
 
-from strongroom.server import audit, errors
+from strongroom.server import actions, audit, errors
 from strongroom.server import barrier as barrier_mod
+from strongroom.server import messages as m
 from strongroom.server import repository as repo
 from strongroom.server import storage as st
 from strongroom.server.committer import SETTLE_IDLE
 from strongroom.server.datadir import DataDir
+from strongroom.server.messages import Frames, failure, frame, frame_limit
+from strongroom.server.nodes import NodeAgent
+from strongroom.server.service import Service
+from strongroom.server.vault.http import VaultEngine
 
 log = logging.getLogger("strongroom.server.writer")
 
-_LEN = struct.Struct(">I")
 TICK_SECONDS = 0.5
 SEALED_TICK_SECONDS = 0.05
 SEND_TIMEOUT = 10.0
-_API_ERRORS: dict[str, type[errors.ApiError]] = {c.__name__: c for c in errors.ApiError.__subclasses__()}
-_API_ERRORS["ApiError"] = errors.ApiError
-NOT_SIGNED = ("", "", 0)  # the ``checked`` of a request that carries no signature (a Vault token's)
-
-
-def frame(obj: Any) -> bytes:
-    body = marshal.dumps(obj)
-    return _LEN.pack(len(body)) + body
-
-
-class Frames:
-    """Reassembles frames from a byte stream."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._buf = bytearray()
-
-    def feed(self, data: bytes) -> list[Any]:
-        buf = self._buf
-        buf += data
-        out = []
-        pos = 0
-        while len(buf) - pos >= 4:
-            (n,) = _LEN.unpack_from(buf, pos)
-            if n > self.limit:
-                raise ValueError(f"frame of {n} bytes is over the limit")
-            if len(buf) - pos - 4 < n:
-                break
-            out.append(marshal.loads(bytes(buf[pos + 4 : pos + 4 + n])))  # noqa: S302 - only this server's own processes
-            pos += 4 + n
-        if pos:
-            del buf[:pos]
-        return out
-
-
-def frame_limit(deposit_limit: int) -> int:
-    """A put's frame carries the deposit itself; everything else is small."""
-    return deposit_limit + (1 << 20)
-
-
-def error_reply(e: BaseException) -> tuple[str, str, str, int, str]:
-    if isinstance(e, errors.ApiError):
-        return ("api", type(e).__name__, e.message, e.status, e.code)
-    return ("internal", type(e).__name__, "", 500, "internal")  # never the message: it could carry request content
-
-
-class WriterInternalError(Exception):
-    """The writer hit an unexpected error; the worker answers 500 without details."""
-
-
-def raise_reply(payload: tuple[str, str, str, int, str]) -> None:
-    kind, name, message, status, code = payload
-    if kind != "api":
-        raise WriterInternalError(name)
-    cls = _API_ERRORS.get(name)
-    if cls is not None:
-        raise cls(message)
-    e = errors.ApiError(message)  # an error class of a layer above (the Vault API's): by its status
-    e.status, e.code = status, code
-    raise e
 
 
 def peer_uid(conn: socket.socket) -> int:
@@ -111,9 +54,6 @@ class Writer:
     """The writer's loop: accept workers, gather their requests, commit them as one batch, answer."""
 
     def __init__(self, listener: socket.socket, data: DataDir, unseal_key: bytes | None) -> None:
-        from strongroom.server.nodes import NodeAgent
-        from strongroom.server.service import Service
-
         self.listener = listener
         self.data = data
         config = data.load_config()
@@ -123,8 +63,6 @@ class Writer:
             with self.store.exclusive() as tx:
                 self.barrier.unseal(tx, unseal_key, int(repo.get_meta(tx, "seal_epoch") or "1"))
         self.service = Service(self.store, self.barrier, data, config)
-        from strongroom.server.vault.http import VaultEngine
-
         self.vault = VaultEngine(self.service)
         self.agent = NodeAgent(self.store, self.barrier, data.node_key())
         self.limit = frame_limit(config.deposit_limit)
@@ -145,7 +83,7 @@ class Writer:
                 if now >= next_tick:
                     self._tick()
                     next_tick = now + TICK_SECONDS
-                work: list[tuple[socket.socket, int, str, str, Any, tuple[Any, ...]]] = []
+                work: list[tuple[socket.socket, m.Call]] = []
                 timeout = max(0.0, next_tick - time.monotonic())
                 unsettled = self.service.committer.unsettled
                 events = self._sel.select(min(timeout, SETTLE_IDLE) if unsettled else timeout)
@@ -203,36 +141,38 @@ class Writer:
             if not data:
                 self._drop(conn)
                 return
-            for rid, op, raw_path, checked, args in frames.feed(data):
-                work.append((conn, rid, op, raw_path, checked, args))
+            for call in frames.feed(data):
+                if not isinstance(call, m.Call):
+                    raise TypeError("a worker sent something other than a call")
+                work.append((conn, call))
         except (OSError, ValueError, EOFError, TypeError) as e:
             log.error("dropping a worker connection: %s", type(e).__name__)
             self._drop(conn)
 
-    def _commit(self, work: list[tuple[socket.socket, int, str, str, Any, tuple[Any, ...]]]) -> None:
+    def _commit(self, work: list[tuple[socket.socket, m.Call]]) -> None:
         replies: dict[socket.socket, list[bytes]] = {}
         batch: list[tuple[Any, Future[Any]]] = []
-        answers: list[tuple[socket.socket, int, Future[Any]]] = []
-        for conn, rid, op, raw_path, checked, args in work:
+        answers: list[tuple[socket.socket, m.Call, Future[Any]]] = []
+        for conn, call in work:
             fut: Future[Any] = Future()
-            if op == "stats":
+            if isinstance(call.body, m.Stats):
                 s = self.service.committer.stats
                 fut.set_result({"batches": s.batches, "actions": s.actions, "seconds": s.seconds})
             else:
                 try:
-                    if op == "vault":
-                        signed = tuple(checked) if tuple(checked) != NOT_SIGNED else None
-                        batch.append((self.vault.action(raw_path, args, signed), fut))  # type: ignore[arg-type]
-                    else:
-                        batch.append((self.service.hot_action(op, raw_path, tuple(checked), tuple(args)), fut))
+                    batch.append((actions.action(self.service, self.vault, call), fut))
                 except (ValueError, TypeError, errors.ApiError) as e:
                     fut.set_exception(e)
-            answers.append((conn, rid, fut))
+            answers.append((conn, call, fut))
         if batch:
             self.service.committer.run_now(batch)
-        for conn, rid, fut in answers:
-            failure = fut.exception()
-            reply = (rid, True, fut.result()) if failure is None else (rid, False, error_reply(failure))
+        for conn, call, fut in answers:
+            failed = fut.exception()
+            if failed is None:
+                after = actions.AFTER.get(type(call.body))
+                if after is not None:
+                    after(self.service)
+            reply = m.Reply(call.rid, True, fut.result()) if failed is None else m.Reply(call.rid, False, failure(failed))
             replies.setdefault(conn, []).append(frame(reply))
         for conn, frames in replies.items():
             try:

@@ -11,8 +11,9 @@ import asyncio
 import itertools
 from typing import Any
 
+from strongroom.server import messages as m
 from strongroom.server.errors import Unavailable
-from strongroom.server.writer import Frames, frame, raise_reply
+from strongroom.server.messages import Frames, frame, raise_failure
 
 
 class _Channel(asyncio.Protocol):
@@ -44,10 +45,12 @@ class _Channel(asyncio.Protocol):
             assert self.transport is not None
             self.transport.abort()  # connection_lost fails what is pending
             return
-        for rid, ok, payload in replies:
-            fut = self.pending.pop(rid, None)
+        for reply in replies:
+            if not isinstance(reply, m.Reply):
+                continue
+            fut = self.pending.pop(reply.rid, None)
             if fut is not None and not fut.done():
-                fut.set_result((ok, payload))
+                fut.set_result((reply.ok, reply.result))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -81,8 +84,8 @@ class WriterLink:
             self._channel = ch
             return ch
 
-    async def call(self, op: str, raw_path: str, checked: tuple[str, str, int], args: tuple[Any, ...]) -> Any:
-        """Run a hot-route action in the writer; returns its result or raises its ApiError."""
+    async def call(self, raw_path: str, checked: m.Checked | None, body: Any) -> Any:
+        """Run a request's message (messages.py) in the writer; returns its result or raises its ApiError."""
         ch = self._channel
         if ch is None or ch.closed:
             ch = await self._connect()
@@ -90,19 +93,19 @@ class WriterLink:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[tuple[bool, Any]] = loop.create_future()
         ch.pending[rid] = fut
-        ch.send(frame((rid, op, raw_path, checked, args)), loop)
+        ch.send(frame(m.Call(rid, raw_path, checked, body)), loop)
         timer = loop.call_later(self.timeout, _expire, ch, rid)
         try:
             ok, payload = await fut
         finally:
             timer.cancel()
         if not ok:
-            raise_reply(payload)
+            raise_failure(payload)
         return payload
 
     async def stats(self) -> dict[str, float] | None:
         try:
-            out: dict[str, float] = await self.call("stats", "", ("", "", 0), ())
+            out: dict[str, float] = await self.call("", None, m.Stats())
         except Unavailable:
             return None
         return out

@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 
-from strongroom.server.service import Checked
-from strongroom.server.vault.http import Outcome, VaultEngine, VaultFront, Wire
+from strongroom.server.messages import Checked, VaultOutcome, VaultRequest
+from strongroom.server.vault.http import VaultEngine, VaultFront
 from tests.server.test_clock import Host
 
 
@@ -35,8 +35,8 @@ class Vault:
         self.host = host
         engine = VaultEngine(host.service)  # the writer process's part, here in-process
 
-        async def run(raw_path: str, wire: Wire, checked: Checked | None) -> Outcome:
-            out: Outcome = await asyncio.wrap_future(host.service.submit(engine.action(raw_path, wire, checked)))
+        async def run(raw_path: str, req: VaultRequest, checked: Checked | None) -> VaultOutcome:
+            out: VaultOutcome = await asyncio.wrap_future(host.service.submit(engine.action(raw_path, req, checked)))
             return out
 
         self.front = VaultFront(_not_vault, host.service, limit=1 << 20, run=run)

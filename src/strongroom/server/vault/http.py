@@ -6,9 +6,9 @@ request, parses its JSON, finds its route, checks a login's signature and answer
 need no token; ``VaultEngine`` (in the writer process, server/writer.py) runs the rest, each as
 one action of the writer's group commit: the token checked, the capability decided by its
 policies, the work done and the audit entry appended in the transaction that commits before the
-answer leaves.  Between them travels plain data: the request as ``Wire`` (the route found by the
-worker, as its place in the table both processes build alike) and the outcome as ``(status,
-data, auth, warnings, flatten)``."""
+answer leaves.  Between them travel messages (messages.py): the request as ``VaultRequest`` (the
+route found by the worker, as its place in the table both processes build alike) and the outcome
+as ``VaultOutcome``."""
 
 from __future__ import annotations
 
@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
 
-from starlette.types import ASGIApp, Receive, Scope, Send
-
+from strongroom.server.asgi import ASGIApp, Receive, Scope, Send
 from strongroom.server.audit import AuditWriter
-from strongroom.server.errors import ApiError, Refused, TooLarge
-from strongroom.server.service import Checked, Ctx, Service, SignedRequest
+from strongroom.server.errors import ApiError, Refused
+from strongroom.server.messages import Checked, VaultOutcome, VaultRequest
+from strongroom.server.request import raw_path, read_body, signed_request
+from strongroom.server.service import Ctx, Service
 from strongroom.server.storage import Tx
 from strongroom.server.vault import jsonshape
 from strongroom.server.vault import policy as pol
@@ -35,11 +36,8 @@ from strongroom.server.vault.tokens import Caller, Tokens, token_hash
 log = logging.getLogger("strongroom.server.vault")
 
 PREFIXES = ("/v1/sys/", "/v1/secret/", "/v1/transit/", "/v1/auth/token/", "/v1/auth/strongroom/")
-# route (its place in the table), its captured parts, path, query, body, token, SHA-256 of the token
-Wire = tuple[int, dict[str, str], str, dict[str, str], dict[str, Any], str, bytes]
-Outcome = tuple[int, Any, dict[str, Any] | None, list[str] | None, bool]  # status, data, auth, warnings, flatten
 # Runs a request's action where the group commit is (the writer process); None for an unsigned one.
-Runner = Callable[[str, Wire, Checked | None], Awaitable[Outcome]]
+Runner = Callable[[str, VaultRequest, Checked | None], Awaitable[VaultOutcome]]
 
 
 @dataclass
@@ -159,15 +157,15 @@ class VaultEngine:
             raise MethodNotAllowed()
         raise Missing()
 
-    def action(self, raw_path: str, wire: Wire, checked: Checked | None) -> Callable[[Tx, AuditWriter], Outcome]:
+    def action(self, raw_path: str, req: VaultRequest, checked: Checked | None) -> Callable[[Tx, AuditWriter], VaultOutcome]:
         """The group-commit action for one request (``checked``: a login's checked signature)."""
-        index, params, path, query, body, token, digest = wire
-        if not 0 <= index < len(self.routes):
+        if not 0 <= req.route < len(self.routes):
             raise ValueError("no such route")  # both processes build one table; answered 500, never run
-        route = self.routes[index]
+        route = self.routes[req.route]
+        path, token = req.path, req.token
 
-        def act(ctx: Ctx, caller: Caller) -> Outcome:
-            call = Call(ctx, caller, path, params, query, body, token, self.tokens, self.service)
+        def act(ctx: Ctx, caller: Caller) -> VaultOutcome:
+            call = Call(ctx, caller, path, req.params, req.query, req.body, token, self.tokens, self.service)
             if route.capability is not None:
                 call.require(route.capability)
             before = ctx.audit.seq
@@ -175,16 +173,16 @@ class VaultEngine:
             if ctx.audit.seq == before:  # every route that answers leaves an entry, reads included
                 ctx.audit.append(ctx.client.id, "vault." + route.method.lower(), path, "ok", route=route.template)
             if out is None and call.auth is None:
-                return 204, None, None, None, False
-            return call.status, out, call.auth, call.warnings, call.flatten
+                return VaultOutcome(204, None)
+            return VaultOutcome(call.status, out, call.auth, call.warnings, call.flatten)
 
         if route.signed:
             if checked is None:
                 raise PermissionDenied()
             return self.service.signed_action(raw_path, checked, lambda ctx: act(ctx, _self_caller(ctx)))
 
-        def run(tx: Tx, aw: AuditWriter) -> Outcome:
-            caller = self.tokens.caller(tx, aw, digest if token else None, path)
+        def run(tx: Tx, aw: AuditWriter) -> VaultOutcome:
+            caller = self.tokens.caller(tx, aw, req.token_digest if token else None, path)
             return act(Ctx(tx, caller.client, aw), caller)
 
         return run
@@ -219,21 +217,6 @@ class VaultFront:
         await send({"type": "http.response.start", "status": answer.status, "headers": headers})
         await send({"type": "http.response.body", "body": answer.body or b""})
 
-    async def _body(self, receive: Receive) -> bytes:
-        chunks, size = [], 0
-        while True:
-            msg = await receive()
-            if msg["type"] != "http.request":
-                break
-            chunk = msg.get("body", b"")
-            size += len(chunk)
-            if size > self.limit:
-                raise TooLarge(f"request body over {self.limit} bytes")
-            chunks.append(chunk)
-            if not msg.get("more_body", False):
-                break
-        return b"".join(chunks)
-
     async def _answer(self, scope: Scope, receive: Receive) -> Answer:
         method = scope["method"]
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True))
@@ -243,7 +226,7 @@ class VaultFront:
             method = "POST"
         elif method == "HEAD":
             method = "GET"
-        raw = await self._body(receive)
+        raw = await read_body(scope, receive, self.limit)
         body: dict[str, Any] = {}
         if raw.strip():
             try:
@@ -273,25 +256,18 @@ class VaultFront:
             return Answer(status, json.dumps(data).encode())
         if len(token) > 512:
             raise PermissionDenied()
-        raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
         checked = None
         if route.signed:  # the signature is CPU work that needs no lock: checked here
-            req = SignedRequest(
-                method=scope["method"],
-                raw_path=raw_path,
-                raw_query=scope.get("query_string", b"").decode("latin-1"),
-                body=raw,
-                headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers.items()},
-            )
-            checked = self.service.verify_signature(req)
-        wire = (index, params, path, query, body, token, token_hash(token))
-        status, data, auth, warnings, flatten = await self.run(raw_path, wire, checked)
-        if status == 204:
+            checked = self.service.verify_signature(signed_request(scope, raw))
+        req = VaultRequest(index, params, path, query, body, token, token_hash(token))
+        outcome = await self.run(raw_path(scope), req, checked)
+        if outcome.status == 204:
             return Answer(204, None)
-        out = envelope(data, auth, warnings)
-        if flatten and isinstance(data, dict):
+        data = outcome.data
+        out = envelope(data, outcome.auth, outcome.warnings)
+        if outcome.flatten and isinstance(data, dict):
             out = {**data, **out}
-        return Answer(status, json.dumps(out).encode())
+        return Answer(outcome.status, json.dumps(out).encode())
 
 
 def _self_caller(ctx: Ctx) -> Caller:
