@@ -46,7 +46,17 @@ class Host:
     clock: Clock
     identity: Identity
     client_id: str
+    org_secret: tuple[str, str] = ("", "")  # the organization and its auth secret, to register others
     _nonces: Iterator[int] = field(default_factory=itertools.count)
+
+    def another(self, name: str) -> Host:
+        """Another client of the same organization on the same service."""
+        identity = Identity.generate()
+        org, secret = self.org_secret
+        reg = self.service.submit(
+            self.service.register_action(org, secret_hash(secret), name, identity.public_bytes(), "127.0.0.1")
+        ).result(10)
+        return Host(self.service, self.clock, identity, reg["client_id"], self.org_secret)
 
     def request(self, method: str, path: str, body: bytes = b"", at: float | None = None) -> SignedRequest:
         ts = str(int(self.clock.now if at is None else at))
@@ -88,7 +98,7 @@ def host(tmp_path: Path) -> Iterator[Host]:
     register = service.register_action(init.org, secret_hash(init.auth_secret), "host", pub, "127.0.0.1")
     reg = service.submit(register).result(10)
     try:
-        yield Host(service, clock, identity, reg["client_id"])
+        yield Host(service, clock, identity, reg["client_id"], (init.org, init.auth_secret))
     finally:
         store.dispose()
 

@@ -58,14 +58,23 @@ class Router:
     non-empty segment (one of its ``choices`` if it has them)."""
 
     def __init__(self, table: tuple[r.Route, ...]) -> None:
-        self.table = [(route, route.path.split("/")) for route in table]
+        self.exact: dict[str, list[r.Route]] = {}  # templates without parts, by path
+        self.by_length: dict[int, list[tuple[r.Route, list[str]]]] = {}  # the others, by segment count
+        for route in table:
+            if "{" not in route.path:
+                self.exact.setdefault(route.path, []).append(route)
+            else:
+                segments = route.path.split("/")
+                self.by_length.setdefault(len(segments), []).append((route, segments))
 
     def match(self, method: str, path: str) -> tuple[r.Route, dict[str, str]]:
-        segments = path.split("/")
         allowed = False
-        for route, template in self.table:
-            if len(template) != len(segments):
-                continue
+        for route in self.exact.get(path, ()):
+            if route.method == method:
+                return route, {}
+            allowed = True
+        segments = path.split("/")
+        for route, template in self.by_length.get(len(segments), ()):
             parts: dict[str, str] | None = {}
             for want, got in zip(template, segments, strict=True):
                 if want.startswith("{"):

@@ -11,45 +11,83 @@ from __future__ import annotations
 
 import dataclasses
 import marshal
+import operator
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from strongroom.server import errors
 
 TAG = "strongroom.message"
-MESSAGES: dict[str, type[Any]] = {}
+# name -> (class, the places of the fields that may hold messages)
+MESSAGES: dict[str, tuple[type[Any], tuple[int, ...]]] = {}
+_CODEC: dict[type[Any], tuple[str, Callable[[Any], tuple[Any, ...]], tuple[int, ...]]] = {}
 
 Checked = tuple[str, str, int]  # a request whose signature held: (client id, nonce, timestamp)
 
 
-def message(cls: type[Any]) -> type[Any]:
-    """Register a frozen dataclass as a message that may cross between processes."""
-    MESSAGES[cls.__name__] = cls
+def _register(cls: type[Any], carried: tuple[str, ...]) -> type[Any]:
+    names = tuple(f.name for f in dataclasses.fields(cls))
+    get: Callable[[Any], tuple[Any, ...]]
+    if len(names) > 1:
+        get = operator.attrgetter(*names)
+    elif names:
+        one = operator.attrgetter(names[0])
+        get = lambda v: (one(v),)  # noqa: E731
+    else:
+        get = lambda v: ()  # noqa: E731
+    places = tuple(names.index(n) for n in carried)
+    MESSAGES[cls.__name__] = (cls, places)
+    _CODEC[cls] = (cls.__name__, get, places)
     return cls
 
 
+def message(cls: type[Any]) -> type[Any]:
+    """Register a dataclass of plain fields as a message that may cross between processes."""
+    return _register(cls, ())
+
+
+def carrier(*fields: str) -> Callable[[type[Any]], type[Any]]:
+    """Register a message whose ``fields`` may hold other messages (each field is encoded by a
+    lookup, not a walk: the codec is on every request's path)."""
+    return lambda cls: _register(cls, fields)
+
+
 def encode(value: Any) -> Any:
-    """A message (and the messages in its fields) as marshal-able tuples; plain values as they are."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        if type(value).__name__ not in MESSAGES:
-            raise TypeError(f"{type(value).__name__} is not a registered message")
-        return (TAG, type(value).__name__, tuple(encode(getattr(value, f.name)) for f in dataclasses.fields(value)))
-    return value
+    """A message (and the messages its carrying fields hold) as marshal-able tuples; plain values
+    as they are (marshal refuses anything else, so an unregistered class goes no further)."""
+    spec = _CODEC.get(type(value))
+    if spec is None:
+        return value
+    name, get, places = spec
+    fields = get(value)
+    if places:
+        out = list(fields)
+        for i in places:
+            out[i] = encode(out[i])
+        fields = tuple(out)
+    return (TAG, name, fields)
 
 
 def decode(value: Any) -> Any:
-    if isinstance(value, tuple) and len(value) == 3 and value[0] == TAG:
-        cls = MESSAGES.get(value[1])
-        if cls is None or not isinstance(value[2], tuple):
+    if type(value) is tuple and len(value) == 3 and value[0] == TAG:
+        found = MESSAGES.get(value[1])
+        if found is None or type(value[2]) is not tuple:
             raise ValueError("not a message this server sends")
-        return cls(*(decode(v) for v in value[2]))
+        cls, places = found
+        if not places:
+            return cls(*value[2])
+        fields = list(value[2])
+        for i in places:
+            fields[i] = decode(fields[i])
+        return cls(*fields)
     return value
 
 
 # -- envelopes ---------------------------------------------------------------------------------
-@message
-@dataclass(frozen=True)
+@carrier("body")
+@dataclass(slots=True)
 class Call:
     """One request for the writer: ``checked`` is None for a request that carries no signature
     (a registration, a Vault token's request)."""
@@ -60,8 +98,8 @@ class Call:
     body: Any
 
 
-@message
-@dataclass(frozen=True)
+@carrier("result")
+@dataclass(slots=True)
 class Reply:
     rid: int
     ok: bool
@@ -69,7 +107,7 @@ class Reply:
 
 
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Failure:
     """An action's error: an ApiError by its class name, status and code; anything else by its
     type alone (its message could carry request content)."""
@@ -83,7 +121,7 @@ class Failure:
 
 # -- the deposit API ---------------------------------------------------------------------------
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Policy:
     readers: tuple[str, ...] = ()
     expires_at: float | None = None
@@ -92,7 +130,7 @@ class Policy:
 
 
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Register:
     org: str
     secret_digest: bytes  # SHA-256 of the auth secret: the secret stays in the process that got it
@@ -102,19 +140,19 @@ class Register:
 
 
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Authenticate:
     """A signed request whose work is done in the worker once this committed (entropy)."""
 
 
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class WhoAmI:
     pass
 
 
-@message
-@dataclass(frozen=True)
+@carrier("policy")
+@dataclass(slots=True)
 class PutDeposit:
     name: str
     data: bytes
@@ -122,7 +160,7 @@ class PutDeposit:
 
 
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class GetDeposit:
     name: str
     owner: str | None
@@ -130,89 +168,89 @@ class GetDeposit:
 
 
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ListDeposits:
     shared: bool
 
 
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class DeleteDeposit:
     name: str
 
 
-@message
-@dataclass(frozen=True)
+@carrier("policy")
+@dataclass(slots=True)
 class SetPolicy:
     name: str
     policy: Policy
 
 
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RecordEvents:
     acl_denials: list[dict[str, Any]]
 
 
 # -- admin -------------------------------------------------------------------------------------
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Seal:
     pass
 
 
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RotateMasterKey:
     pass
 
 
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CreateOrg:
     name: str
 
 
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ListOrgs:
     pass
 
 
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RotateOrgSecret:
     org: str
 
 
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ListClients:
     pass
 
 
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class SetClientStatus:
     client_id: str
     status: str
 
 
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ListGroups:
     org: str
 
 
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CreateGroup:
     org: str
     name: str
 
 
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ChangeGroup:
     org: str
     name: str
@@ -221,28 +259,28 @@ class ChangeGroup:
 
 
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class DeleteGroup:
     org: str
     name: str
 
 
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class AuditTail:
     after: int
     limit: int
 
 
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Stats:
     """The writer's group-commit counters, for /metrics."""
 
 
 # -- the Vault-compatible API ------------------------------------------------------------------
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class VaultRequest:
     route: int  # the route's place in the table both processes build alike
     params: dict[str, str]  # its captured parts
@@ -254,7 +292,7 @@ class VaultRequest:
 
 
 @message
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class VaultOutcome:
     status: int
     data: Any

@@ -263,14 +263,36 @@ def readers(tx: Tx, deposit_id: int) -> list[tuple[str, str]]:
     return [(str(k), str(p)) for k, p in tx.all("SELECT kind, principal FROM deposit_readers WHERE deposit_id = ?", deposit_id)]
 
 
+_READER = (
+    "SELECT 1 FROM deposit_readers r WHERE r.deposit_id = {dep} AND ("
+    "(r.kind = 'client' AND r.principal = ?) OR "
+    "(r.kind = 'group' AND r.principal IN ("
+    "SELECT g.name FROM groups g JOIN group_members m ON m.group_id = g.id WHERE m.client_id = ?)))"
+)
+
+
+def visible_deposit(tx: Tx, owner_id: str, name: str, client_id: str) -> DepositRow | None:
+    """The deposit if ``client_id`` may see it (its owner or a reader), else None -- in one
+    statement, so that a deposit that exists but is not visible costs the same round trips as
+    one that does not exist (the answer's timing does not tell them apart)."""
+    row = tx.one(
+        f"SELECT {_DEPOSIT_COLS}, CASE WHEN owner_id = ? THEN TRUE ELSE EXISTS ({_READER.format(dep='deposits.id')}) END "
+        "FROM deposits WHERE owner_id = ? AND name = ?",
+        client_id,
+        client_id,
+        client_id,
+        owner_id,
+        name,
+    )
+    if row is None or not row[-1]:
+        return None
+    return DepositRow(*row[:-1])
+
+
 def may_read(tx: Tx, deposit_id: int, client_id: str) -> bool:
     """Whether the deposit names the client as a reader, itself or through one of its groups."""
     hit = tx.one(
-        "SELECT 1 FROM deposit_readers r WHERE r.deposit_id = ? AND ("
-        "(r.kind = 'client' AND r.principal = ?) OR "
-        "(r.kind = 'group' AND r.principal IN ("
-        "SELECT g.name FROM groups g JOIN group_members m ON m.group_id = g.id WHERE m.client_id = ?)))"
-        " LIMIT 1",
+        _READER.format(dep="?") + " LIMIT 1",
         deposit_id,
         client_id,
         client_id,

@@ -53,9 +53,16 @@ def signed_request(scope: Scope, body: bytes) -> SignedRequest:
 async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
     """The whole body, refused with 413 before it is read if its declared length is over
     ``limit`` and as soon as it passes ``limit`` if it is streamed (chunked)."""
+    framed = False  # the request says it has a body (a length or chunks); HTTP/1.1 has none otherwise
     for k, v in scope.get("headers", ()):
-        if k == b"content-length" and (not v.isdigit() or len(v) > 19 or int(v) > limit):
-            raise TooLarge(f"request body over {limit} bytes")
+        if k == b"content-length":
+            if not v.isdigit() or len(v) > 19 or int(v) > limit:
+                raise TooLarge(f"request body over {limit} bytes")
+            framed = True
+        elif k == b"transfer-encoding":
+            framed = True
+    if not framed:
+        return b""
     chunks, size = [], 0
     while True:
         msg = await receive()

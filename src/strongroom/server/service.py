@@ -280,8 +280,8 @@ class Service(OrgAdmin):
             raise BadRequest("owner must be a client id")
         owner_id = owner or me.id
         target = f"{owner_id}/{name}"
-        dep = repo.deposit(tx, owner_id, name)
-        if dep is None or not self._may_see(tx, me, dep):
+        dep = repo.visible_deposit(tx, owner_id, name, me.id)
+        if dep is None:
             ctx.audit.append(me.id, "get", target, "denied", reason="not found or not visible")
             raise Refused(NotFound("no such deposit"))
         v = dep.latest_version if version is None else version
