@@ -54,7 +54,7 @@ class Host:
         identity = Identity.generate()
         org, secret = self.org_secret
         reg = self.service.submit(
-            self.service.register_action(org, secret_hash(secret), name, identity.public_bytes(), "127.0.0.1")
+            self.service.registration.action(org, secret_hash(secret), name, identity.public_bytes(), "127.0.0.1")
         ).result(10)
         return Host(self.service, self.clock, identity, reg["client_id"], self.org_secret)
 
@@ -72,7 +72,7 @@ class Host:
 
     def run(self, req: SignedRequest, message: Any) -> Any:
         """A request as the writer process runs it: signature checked, routed, committed."""
-        call = m.Call(0, req.raw_path, self.service.verify_signature(req), message)
+        call = m.Call(0, req.raw_path, self.service.auth.verify_signature(req), message)
         return self.service.submit(actions.action(self.service, None, call)).result(10)
 
     def put(self, name: str, data: bytes, policy: Policy | None = None) -> Any:
@@ -90,12 +90,12 @@ def host(tmp_path: Path) -> Iterator[Host]:
     store = storage.Store(data.load_config().db_url)
     bar = barrier.Barrier()
     with store.exclusive() as tx:
-        bar.unseal(tx, barrier.derive_unseal_key(tx, PASSPHRASE), int(repo.get_meta(tx, "seal_epoch") or "1"))
+        bar.unseal_with_passphrase(tx, PASSPHRASE, int(repo.get_meta(tx, "seal_epoch") or "1"))
     clock = Clock()
     service = Service(store, bar, data, data.load_config(), clock=clock)
     identity = Identity.generate()
     pub = identity.public_bytes()
-    register = service.register_action(init.org, secret_hash(init.auth_secret), "host", pub, "127.0.0.1")
+    register = service.registration.action(init.org, secret_hash(init.auth_secret), "host", pub, "127.0.0.1")
     reg = service.submit(register).result(10)
     try:
         yield Host(service, clock, identity, reg["client_id"], (init.org, init.auth_secret))

@@ -10,9 +10,10 @@ import pytest
 
 from strongroom.server import openapi
 from strongroom.server import routes as r
+from strongroom.server.deposits import MAX_OWNER_CHARS, MAX_VERSION
 from strongroom.server.errors import Invalid, NotFound
 from strongroom.server.front import TABLE, MethodNotAllowed, Router
-from strongroom.server.service import MAX_ENTROPY, MAX_OWNER_CHARS, MAX_VERSION
+from strongroom.server.service import MAX_ENTROPY
 
 pytestmark = pytest.mark.unit
 

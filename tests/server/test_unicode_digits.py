@@ -33,7 +33,7 @@ def test_the_signed_request_timestamp(host: Host, digits: str) -> None:  # noqa:
     req = host.request("GET", "/v1/deposits")
     req = dataclasses.replace(req, headers={**req.headers, reqsig.HEADER_TIME: odd})
     with pytest.raises(Unauthorized, match="malformed"):
-        host.service.verify_signature(req)
+        host.service.auth.verify_signature(req)
 
 
 @pytest.mark.parametrize("digits", ODD)

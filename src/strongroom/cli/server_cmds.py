@@ -113,19 +113,19 @@ def server_start(
     import logging
 
     from strongroom.server import barrier
-    from strongroom.server.run import StartError, derive_unseal_key, serve
+    from strongroom.server.run import StartError, serve, unsealed_barrier
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     data = require_data(data_dir)
     data.load_config()
-    key = None
+    bar = None
     if not sealed:
         try:
-            key = derive_unseal_key(data, read_passphrase(passphrase_file))
+            bar = unsealed_barrier(data, read_passphrase(passphrase_file))
         except barrier.WrongPassphrase:
             raise CliError("wrong passphrase") from None
     try:
-        code = serve(data, listen, workers, key, log_level)
+        code = serve(data, listen, workers, bar, log_level)
     except StartError as e:
         raise CliError(str(e)) from None
     sys.exit(code)

@@ -14,8 +14,9 @@ from typing import Any
 
 from strongroom.server import messages as m
 from strongroom.server.audit import AuditWriter
+from strongroom.server.ctx import Ctx
 from strongroom.server.errors import Unauthorized
-from strongroom.server.service import Ctx, Service
+from strongroom.server.service import Service
 from strongroom.server.storage import Tx
 from strongroom.server.vault.http import VaultEngine
 
@@ -26,30 +27,30 @@ Backend = Callable[[Service, Ctx, Any], Any]
 SIGNED: dict[type[Any], tuple[Backend, bool]] = {
     m.Authenticate: (lambda s, ctx, msg: None, False),
     m.WhoAmI: (lambda s, ctx, msg: s.whoami(ctx), False),
-    m.PutDeposit: (lambda s, ctx, msg: s.put(ctx, msg.name, msg.data, msg.policy), False),
-    m.GetDeposit: (lambda s, ctx, msg: s.get(ctx, msg.name, msg.owner, msg.version), False),
-    m.ListDeposits: (lambda s, ctx, msg: s.list_deposits(ctx, msg.shared), False),
-    m.DeleteDeposit: (lambda s, ctx, msg: s.delete(ctx, msg.name), False),
-    m.SetPolicy: (lambda s, ctx, msg: s.set_policy(ctx, msg.name, msg.policy), False),
-    m.RecordEvents: (lambda s, ctx, msg: s.record_acl_denials(ctx, msg.acl_denials), False),
-    m.Seal: (lambda s, ctx, msg: s.seal(ctx), True),
-    m.RotateMasterKey: (lambda s, ctx, msg: s.rotate_master_key(ctx), True),
-    m.CreateOrg: (lambda s, ctx, msg: s.create_org(ctx, msg.name), True),
-    m.ListOrgs: (lambda s, ctx, msg: s.list_orgs(ctx), True),
-    m.RotateOrgSecret: (lambda s, ctx, msg: s.rotate_org_secret(ctx, msg.org), True),
-    m.ListClients: (lambda s, ctx, msg: s.list_clients(ctx), True),
-    m.SetClientStatus: (lambda s, ctx, msg: s.set_client_status(ctx, msg.client_id, msg.status), True),
-    m.ListGroups: (lambda s, ctx, msg: s.list_groups(ctx, msg.org), True),
-    m.CreateGroup: (lambda s, ctx, msg: s.create_group(ctx, msg.org, msg.name), True),
-    m.ChangeGroup: (lambda s, ctx, msg: s.change_group(ctx, msg.org, msg.name, msg.add, msg.remove), True),
-    m.DeleteGroup: (lambda s, ctx, msg: s.delete_group(ctx, msg.org, msg.name), True),
+    m.PutDeposit: (lambda s, ctx, msg: s.deposits.put(ctx, msg.name, msg.data, msg.policy), False),
+    m.GetDeposit: (lambda s, ctx, msg: s.deposits.get(ctx, msg.name, msg.owner, msg.version), False),
+    m.ListDeposits: (lambda s, ctx, msg: s.deposits.list_deposits(ctx, msg.shared), False),
+    m.DeleteDeposit: (lambda s, ctx, msg: s.deposits.delete(ctx, msg.name), False),
+    m.SetPolicy: (lambda s, ctx, msg: s.deposits.set_policy(ctx, msg.name, msg.policy), False),
+    m.RecordEvents: (lambda s, ctx, msg: s.deposits.record_acl_denials(ctx, msg.acl_denials), False),
+    m.Seal: (lambda s, ctx, msg: s.sealing.seal(ctx), True),
+    m.RotateMasterKey: (lambda s, ctx, msg: s.sealing.rotate_master_key(ctx), True),
+    m.CreateOrg: (lambda s, ctx, msg: s.orgs.create_org(ctx, msg.name), True),
+    m.ListOrgs: (lambda s, ctx, msg: s.orgs.list_orgs(ctx), True),
+    m.RotateOrgSecret: (lambda s, ctx, msg: s.orgs.rotate_org_secret(ctx, msg.org), True),
+    m.ListClients: (lambda s, ctx, msg: s.orgs.list_clients(ctx), True),
+    m.SetClientStatus: (lambda s, ctx, msg: s.orgs.set_client_status(ctx, msg.client_id, msg.status), True),
+    m.ListGroups: (lambda s, ctx, msg: s.orgs.list_groups(ctx, msg.org), True),
+    m.CreateGroup: (lambda s, ctx, msg: s.orgs.create_group(ctx, msg.org, msg.name), True),
+    m.ChangeGroup: (lambda s, ctx, msg: s.orgs.change_group(ctx, msg.org, msg.name, msg.add, msg.remove), True),
+    m.DeleteGroup: (lambda s, ctx, msg: s.orgs.delete_group(ctx, msg.org, msg.name), True),
     m.AuditTail: (lambda s, ctx, msg: s.audit_tail(ctx, msg.after, msg.limit), True),
 }
 
 # What the writer does after a message's batch committed (it succeeded).
 AFTER: dict[type[Any], Callable[[Service], None]] = {
     m.Seal: lambda s: s.barrier.seal(),
-    m.RotateMasterKey: lambda s: s.after_rotation(),
+    m.RotateMasterKey: lambda s: s.sealing.after_rotation(),
 }
 
 
@@ -57,7 +58,7 @@ def action(service: Service, vault: VaultEngine | None, call: m.Call) -> Action:
     """The group-commit action for one request; ValueError for a message no route sends."""
     msg = call.body
     if isinstance(msg, m.Register):  # not signed: the organization's auth secret is the credential
-        return service.register_action(msg.org, msg.secret_digest, msg.name, msg.public_key, msg.source)
+        return service.registration.action(msg.org, msg.secret_digest, msg.name, msg.public_key, msg.source)
     if isinstance(msg, m.VaultRequest) and vault is not None:  # a token's request, or a login's checked signature
         return vault.action(call.raw_path, msg, call.checked)
     spec = SIGNED.get(type(msg))
@@ -66,4 +67,4 @@ def action(service: Service, vault: VaultEngine | None, call: m.Call) -> Action:
     if call.checked is None:
         raise Unauthorized("request is not signed (see docs/API.md, Authentication)")
     backend, admin = spec
-    return service.signed_action(call.raw_path, call.checked, lambda ctx: backend(service, ctx, msg), admin)
+    return service.auth.signed_action(call.raw_path, call.checked, lambda ctx: backend(service, ctx, msg), admin)

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from strongroom.crypto import aead, kdf
+from strongroom.crypto import aead
 from strongroom.server import audit, schema, storage
 from strongroom.server import barrier as barrier_mod
 from strongroom.server import repository as repo
@@ -30,7 +30,6 @@ from strongroom.server.datadir import DataDir, DataDirError, ServerConfig
 
 MAGIC = b"SRBACKUP1\n"
 CHUNK = 1 << 20
-_BACKUP_KEY_AAD = b"strongroom backup key v1"
 SKIP_TABLES = {"nodes", "grants", "seen_nonces", "nonces", "registration_failures"}  # runtime state, not data
 DATA_FILES = [
     "config.json",
@@ -69,21 +68,13 @@ def write_backup(data: DataDir, passphrase: str, out: IO[bytes]) -> dict[str, in
     counts: dict[str, int] = {}
     try:
         with store.snapshot() as tx:  # one consistent view of every table
-            unseal = barrier_mod.derive_unseal_key(tx, passphrase)
-            gen = int(repo.get_meta(tx, "master_gen") or "0")
-            wrapped_master = repo.master_key(tx, gen)
-            if wrapped_master is None:
-                raise BackupError("the database has no master key record")
-            master = aead.unwrap_key(unseal, wrapped_master, barrier_mod.master_aad(gen))
-            backup_key = aead.new_key()
-            header = {
-                "format": 1,
-                "created": time.time(),
-                "seal_params": json.loads(repo.get_meta(tx, "seal_params") or "{}"),
-                "master_gen": gen,
-                "wrapped_master": base64.b64encode(wrapped_master).decode(),
-                "wrapped_backup_key": base64.b64encode(aead.wrap_key(master, backup_key, _BACKUP_KEY_AAD)).decode(),
-            }
+            bar = barrier_mod.Barrier()
+            bar.unseal_with_passphrase(tx, passphrase, 0)
+            try:
+                backup_key, recovery = bar.new_backup_key(tx)
+            except ValueError as e:
+                raise BackupError(str(e)) from None
+            header = {"format": 1, "created": time.time(), **recovery}
             header_bytes = json.dumps(header, sort_keys=True).encode()
             digest = hashlib.sha256(header_bytes).digest()
             out.write(MAGIC + struct.pack(">I", len(header_bytes)) + header_bytes)
@@ -141,18 +132,13 @@ def read_backup(f: IO[bytes], passphrase: str) -> Iterator[dict[str, Any]]:
     header_bytes = _read_exact(f, hlen)
     try:
         header = json.loads(header_bytes)
-        params = kdf.Argon2Params.from_json(header["seal_params"])
-        gen = int(header["master_gen"])
-        wrapped_master = base64.b64decode(header["wrapped_master"])
-        wrapped_bk = base64.b64decode(header["wrapped_backup_key"])
-    except (ValueError, KeyError, TypeError):
+        if not isinstance(header, dict):
+            raise ValueError("not an object")
+        key = barrier_mod.open_backup_key(header, passphrase)
+    except barrier_mod.WrongPassphrase as e:
+        raise BackupError(str(e)) from None
+    except (ValueError, RecursionError):
         raise BackupError("backup header is corrupt") from None
-    unseal = kdf.passphrase_key(passphrase, params)
-    try:
-        master = aead.unwrap_key(unseal, wrapped_master, barrier_mod.master_aad(gen))
-        key = aead.unwrap_key(master, wrapped_bk, _BACKUP_KEY_AAD)
-    except aead.DecryptionError:
-        raise BackupError("wrong passphrase for this backup (or its header was altered)") from None
     digest = hashlib.sha256(header_bytes).digest()
     index = 0
     pending = b""
@@ -230,7 +216,7 @@ def restore(data: DataDir, passphrase: str, f: IO[bytes], db_url: str | None = N
                     sql = f"SELECT setval(pg_get_serial_sequence('{t}', 'id'), COALESCE((SELECT MAX(id) FROM {t}), 0) + 1, false)"  # noqa: S608
                     tx.value(sql)
             bar = barrier_mod.Barrier()
-            bar.unseal(tx, barrier_mod.derive_unseal_key(tx, passphrase), int(repo.get_meta(tx, "seal_epoch") or "1"))
+            bar.unseal_with_passphrase(tx, passphrase, int(repo.get_meta(tx, "seal_epoch") or "1"))
             head = repo.audit_head(tx)
             last = repo.last_audit_seq(tx)
             if head is None or head[0] != last:

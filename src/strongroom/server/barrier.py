@@ -1,14 +1,20 @@
-"""The encryption barrier: the only code that sees the unseal key, master keys and data keys.
+"""The encryption barrier: the only code that sees the unseal key, master keys and data keys,
+and the storage every backend is handed for the sealed tables.
 
 Key hierarchy (docs/OPERATIONS.md, "Keys"):
   passphrase --Argon2id--> unseal key U --wraps--> master key M (one live generation)
   M --wraps--> a random data key per deposit version --AES-256-GCM--> deposit content
-  M --wraps--> system keys (the audit MAC key)
-Handlers never hold these; they pass sealed rows in and get plaintext out.
+  M --wraps--> system keys (the audit MAC key), transit key versions, a backup's key
+Only this module derives U from a passphrase, unwraps M, or reads, writes or deletes the rows of
+``deposit_versions``, ``transit_key_versions``, ``master_keys`` and ``system_keys`` (through
+the repository's functions for them; tests/server/test_barrier_owns_keys.py holds every other
+module to it).  Backends pass plaintext in and get plaintext out.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import threading
 import time
@@ -28,7 +34,10 @@ class WrongPassphrase(Exception):
     pass
 
 
-def master_aad(gen: int) -> bytes:
+_BACKUP_KEY_AAD = b"strongroom backup key v1"
+
+
+def _master_aad(gen: int) -> bytes:
     return f"strongroom master v1\0{gen}".encode()
 
 
@@ -56,7 +65,7 @@ class _Keys:
     audit: bytes
 
 
-def initialize(tx: Tx, passphrase: str) -> bytes:
+def _initialize(tx: Tx, passphrase: str) -> bytes:
     """Create the key hierarchy in a fresh database; returns the unseal key."""
     params = kdf.Argon2Params.fresh()
     unseal = kdf.passphrase_key(passphrase, params)
@@ -64,13 +73,13 @@ def initialize(tx: Tx, passphrase: str) -> bytes:
     repo.set_meta(tx, "seal_params", json.dumps(params.to_json()))
     repo.set_meta(tx, "master_gen", "1")
     repo.set_meta(tx, "seal_epoch", "1")
-    repo.insert_master_key(tx, 1, aead.wrap_key(unseal, master, master_aad(1)), time.time())
+    repo.insert_master_key(tx, 1, aead.wrap_key(unseal, master, _master_aad(1)), time.time())
     repo.insert_system_key(tx, "audit", 1, aead.wrap_key(master, aead.new_key(), _syskey_aad("audit")))
     repo.insert_audit_head(tx)
     return unseal
 
 
-def derive_unseal_key(tx: Tx, passphrase: str) -> bytes:
+def _derive_unseal_key(tx: Tx, passphrase: str) -> bytes:
     raw = repo.get_meta(tx, "seal_params")
     if raw is None:
         raise ValueError("database is not initialized")
@@ -85,7 +94,7 @@ def _load(tx: Tx, unseal: bytes) -> _Keys:
     if wrapped is None:
         raise ValueError("master key record missing")
     try:
-        master = aead.unwrap_key(unseal, wrapped, master_aad(gen))
+        master = aead.unwrap_key(unseal, wrapped, _master_aad(gen))
     except aead.DecryptionError:
         raise WrongPassphrase("wrong passphrase") from None
     audit_wrapped = repo.system_key(tx, "audit")
@@ -93,6 +102,24 @@ def _load(tx: Tx, unseal: bytes) -> _Keys:
         raise ValueError("audit key record missing")
     audit_key = aead.unwrap_key(master, audit_wrapped, _syskey_aad("audit"))
     return _Keys(unseal=unseal, master_gen=gen, master=master, audit=audit_key)
+
+
+def open_backup_key(header: dict[str, object], passphrase: str) -> bytes:
+    """A backup's key from its header and the passphrase the server had when it was made;
+    WrongPassphrase if it does not open, ValueError if the header is malformed."""
+    try:
+        params = kdf.Argon2Params.from_json(header["seal_params"])  # type: ignore[arg-type]
+        gen = int(header["master_gen"])  # type: ignore[call-overload]
+        wrapped_master = base64.b64decode(str(header["wrapped_master"]), validate=True)
+        wrapped_key = base64.b64decode(str(header["wrapped_backup_key"]), validate=True)
+    except (KeyError, TypeError, ValueError, binascii.Error) as e:
+        raise ValueError("malformed backup header") from e
+    unseal = kdf.passphrase_key(passphrase, params)
+    try:
+        master = aead.unwrap_key(unseal, wrapped_master, _master_aad(gen))
+        return aead.unwrap_key(master, wrapped_key, _BACKUP_KEY_AAD)
+    except aead.DecryptionError:
+        raise WrongPassphrase("wrong passphrase for this backup (or its header was altered)") from None
 
 
 class Barrier:
@@ -109,6 +136,25 @@ class Barrier:
         keys = _load(tx, unseal_key)
         with self._lock:
             self._keys, self.epoch = keys, epoch
+
+    def initialize(self, tx: Tx, passphrase: str) -> None:
+        """Create the key hierarchy in a fresh database and hold it (epoch 1)."""
+        self.unseal(tx, _initialize(tx, passphrase), 1)
+
+    def unseal_or_check(self, tx: Tx, passphrase: str, epoch: int) -> bool:
+        """Unseal with the passphrase if sealed (True); if unsealed already, only prove the
+        passphrase (False).  WrongPassphrase if it opens nothing."""
+        keys = _load(tx, _derive_unseal_key(tx, passphrase))
+        with self._lock:
+            if self._keys is not None:
+                return False
+            self._keys, self.epoch = keys, epoch
+            return True
+
+    def unseal_with_passphrase(self, tx: Tx, passphrase: str, epoch: int) -> None:
+        """Derive U from the passphrase (Argon2id, the database's parameters) and unseal;
+        WrongPassphrase if it opens nothing, ValueError if the database is not initialized."""
+        self.unseal(tx, _derive_unseal_key(tx, passphrase), epoch)
 
     def seal(self) -> None:
         with self._lock:
@@ -181,10 +227,43 @@ class Barrier:
         dk = aead.unwrap_key(keys.master, wrapped, dk_aad(deposit_id, owner, version))
         return aead.open_(dk, ciphertext, _content_aad(deposit_id, owner, version))
 
-    # -- rotation ---------------------------------------------------------------------
+    def version_times(self, tx: Tx, deposit_id: int) -> dict[int, float]:
+        """Version -> creation time of the versions a deposit still holds (no key material)."""
+        return repo.version_times(tx, deposit_id)
+
+    # -- destruction ----------------------------------------------------------------------
     def destroy_version(self, tx: Tx, deposit_id: int, version: int) -> None:
         """A version's wrapped data key and ciphertext deleted: nothing left to open it with."""
         repo.delete_version(tx, deposit_id, version)
+
+    def destroy_versions_below(self, tx: Tx, deposit_id: int, version: int) -> None:
+        """Every version of a deposit older than ``version`` deleted (a KV secret's pruning)."""
+        repo.delete_versions_below(tx, deposit_id, version)
+
+    def destroy_deposit(self, tx: Tx, deposit_id: int) -> None:
+        """A deposit with every version, reader and KV state."""
+        repo.delete_deposit(tx, deposit_id)
+
+    def destroy_transit_key(self, tx: Tx, key_id: int) -> None:
+        """A transit key with every version's material."""
+        vault_rows.delete_transit_key(tx, key_id)
+
+    # -- backups ----------------------------------------------------------------------------
+    def new_backup_key(self, tx: Tx) -> tuple[bytes, dict[str, object]]:
+        """A fresh key for one backup's frames, and what its header carries to recover it with
+        the passphrase alone (backup.py): the KDF parameters, the master key wrapped under U,
+        and the backup key wrapped under the master key."""
+        keys = self._current()
+        wrapped_master = repo.master_key(tx, keys.master_gen)
+        if wrapped_master is None:
+            raise ValueError("the database has no master key record")
+        backup_key = aead.new_key()
+        return backup_key, {
+            "seal_params": json.loads(repo.get_meta(tx, "seal_params") or "{}"),
+            "master_gen": keys.master_gen,
+            "wrapped_master": base64.b64encode(wrapped_master).decode(),
+            "wrapped_backup_key": base64.b64encode(aead.wrap_key(keys.master, backup_key, _BACKUP_KEY_AAD)).decode(),
+        }
 
     # -- transit keys ---------------------------------------------------------------------
     def new_transit_version(self, tx: Tx, key_id: int, owner: str, version: int, kind: str, created: float) -> None:
@@ -192,6 +271,13 @@ class Barrier:
         keys = self._current()
         wrapped = aead.wrap_key(keys.master, transit.new_material(), transit_aad(key_id, owner, version, kind))
         vault_rows.insert_transit_version(tx, key_id, version, keys.master_gen, wrapped, created)
+
+    def find_transit_key(
+        self, tx: Tx, owner: str, name: str, version: int | None
+    ) -> tuple[vault_rows.TransitKeyRow, tuple[int, int, bytes] | None] | None:
+        """A transit key and one version's sealed row (the latest when ``version`` is None), read
+        in one statement; the row is only for handing back to ``transit_keyring``."""
+        return vault_rows.transit_key_and_version(tx, owner, name, version)
 
     def transit_keyring(
         self,
@@ -225,7 +311,7 @@ class Barrier:
         old = self._current()
         new_gen = old.master_gen + 1
         new_master = aead.new_key()
-        repo.insert_master_key(tx, new_gen, aead.wrap_key(old.unseal, new_master, master_aad(new_gen)), time.time())
+        repo.insert_master_key(tx, new_gen, aead.wrap_key(old.unseal, new_master, _master_aad(new_gen)), time.time())
         for deposit_id, version, wrapped, owner in repo.version_keys(tx):
             aad = dk_aad(deposit_id, owner, version)
             dk = aead.unwrap_key(old.master, wrapped, aad)

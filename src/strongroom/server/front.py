@@ -189,7 +189,7 @@ class DepositFront:
 
     async def _signed(self, p: Parts, message: Any) -> Any:
         """A signed request's message, run in the writer after its signature held here."""
-        checked = self.service.verify_signature(signed_request(p.scope, p.body))
+        checked = self.service.auth.verify_signature(signed_request(p.scope, p.body))
         return await self.link.call(raw_path(p.scope), checked, message)
 
     # -- routes that do part of their work in this process ------------------------------------
@@ -220,13 +220,13 @@ class DepositFront:
         body = p.model
         client = p.scope.get("client")
         source = client[0] if client else "unknown"
-        pub = self.service.register_check(body.org, body.name, body.public_key, source)
+        pub = self.service.registration.check(body.org, body.name, body.public_key, source)
         message = m.Register(body.org, secret_hash(body.auth_secret), body.name, pub, source)
         return await self.link.call(r.REGISTER.path, None, message)
 
     async def _unseal(self, p: Parts) -> Any:
         req = signed_request(p.scope, p.body)
-        out: dict[str, Any] = await asyncio.to_thread(self.service.unseal, req, p.model.passphrase)
+        out: dict[str, Any] = await asyncio.to_thread(self.service.sealing.unseal, req, p.model.passphrase)
         if out.get("changed") and self.agent is not None:
             try:
                 await asyncio.to_thread(self.agent.tick)  # grant the other processes now, not at the next tick

@@ -14,7 +14,7 @@ def verify_audit(
     try:
         with store.snapshot() as tx:
             bar = barrier.Barrier()
-            bar.unseal(tx, barrier.derive_unseal_key(tx, passphrase), 0)
+            bar.unseal_with_passphrase(tx, passphrase, 0)
             return audit.verify(tx, bar.audit_key(), data.head_file, checkpoints), audit.checkpoint(tx)
     finally:
         store.dispose()

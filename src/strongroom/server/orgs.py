@@ -1,25 +1,23 @@
-"""The admin's organizations, clients and groups: the part of the service (service.py) that
-manages who may register and who may read what, each action audited in its transaction."""
+"""The admin's organizations, clients and groups: who may register and who may read what, each
+action audited in its transaction (the routes check the admin role, actions.py)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from strongroom.server import repository as repo
 from strongroom.server import vault_rows
+from strongroom.server.ctx import Ctx
 from strongroom.server.errors import BadRequest, Conflict, NotFound
 from strongroom.server.identities import CLIENT_ID_RE, SHORT_NAME_RE, check_name, new_secret, secret_hash
 from strongroom.server.storage import INTEGRITY_ERRORS
 
-if TYPE_CHECKING:
-    from strongroom.server.service import Ctx
 
-
-class OrgAdmin:
-    """Mixed into Service: its methods run as admin actions (the routes check the role)."""
-
-    clock: Callable[[], float]
+class Orgs:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
 
     def create_org(self, ctx: Ctx, name: str) -> dict[str, Any]:
         check_name(name, "organization name", SHORT_NAME_RE)

@@ -12,9 +12,10 @@ from urllib.parse import parse_qsl
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from strongroom.server import numbers
+from strongroom.server.deposits import MAX_OWNER_CHARS, MAX_VERSION
 from strongroom.server.errors import Invalid
 from strongroom.server.messages import Policy
-from strongroom.server.service import MAX_ENTROPY, MAX_OWNER_CHARS, MAX_VERSION
+from strongroom.server.service import MAX_ENTROPY
 
 
 @dataclass(frozen=True)

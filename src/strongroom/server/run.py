@@ -1,8 +1,8 @@
 """`server start`: bind once, fork N workers that each run uvicorn on the shared socket.
 
-Forking (rather than uvicorn's spawn-based workers) lets the unseal key derived from the
-passphrase reach the workers through inherited memory only: never through the
-environment, a pipe or a file.
+Forking (rather than uvicorn's spawn-based workers) lets the barrier unsealed with the
+passphrase reach the workers through inherited memory only: never through the environment, a
+pipe or a file.
 """
 
 from __future__ import annotations
@@ -52,11 +52,14 @@ def bind(listen: str) -> socket.socket:
     return sock
 
 
-def derive_unseal_key(data: DataDir, passphrase: str) -> bytes:
+def unsealed_barrier(data: DataDir, passphrase: str) -> barrier_mod.Barrier:
+    """A barrier unsealed with the passphrase, for the processes ``serve`` forks to inherit."""
     store = storage.Store(data.load_config().db_url)
     try:
         with store.exclusive() as tx:
-            return barrier_mod.derive_unseal_key(tx, passphrase)
+            bar = barrier_mod.Barrier()
+            bar.unseal_with_passphrase(tx, passphrase, int(repo.get_meta(tx, "seal_epoch") or "1"))
+            return bar
     finally:
         store.dispose()
 
@@ -90,7 +93,7 @@ def _make_server_class() -> type:
     return Server
 
 
-def _worker(sock: socket.socket, data: DataDir, unseal_key: bytes | None, log_level: str, writer_path: str) -> None:
+def _worker(sock: socket.socket, data: DataDir, bar: barrier_mod.Barrier, log_level: str, writer_path: str) -> None:
     import uvicorn
 
     from strongroom.server.api import REQUEST_TIMEOUT, create_app
@@ -106,10 +109,6 @@ def _worker(sock: socket.socket, data: DataDir, unseal_key: bytes | None, log_le
     sys.setswitchinterval(0.0005)
     config = data.load_config()
     store = storage.Store(config.db_url)
-    bar = barrier_mod.Barrier()
-    if unseal_key is not None:
-        with store.exclusive() as tx:
-            bar.unseal(tx, unseal_key, int(repo.get_meta(tx, "seal_epoch") or "1"))
     service = Service(store, bar, data, config)
     link = WriterLink(writer_path, REQUEST_TIMEOUT, frame_limit(config.deposit_limit))
     app = create_app(service, link, NodeAgent(store, bar, data.node_key()))
@@ -163,7 +162,7 @@ def raise_fd_limit() -> int:
     return soft
 
 
-def serve(data: DataDir, listen: str, workers: int, unseal_key: bytes | None, log_level: str = "warning") -> int:
+def serve(data: DataDir, listen: str, workers: int, bar: barrier_mod.Barrier | None, log_level: str = "warning") -> int:
     """Bind, start the writer process and the workers, restart any that dies, stop them all on SIGTERM.
 
     On stop the workers go first (they finish the requests in flight, which need the writer),
@@ -204,10 +203,10 @@ def serve(data: DataDir, listen: str, workers: int, unseal_key: bytes | None, lo
                 _name_process(f"sr-{role}")
                 if role == "writer":
                     sock.close()
-                    writer.main(listener, data, unseal_key)
+                    writer.main(listener, data, bar or barrier_mod.Barrier())
                 else:
                     listener.close()
-                    _worker(sock, data, unseal_key, log_level, writer_path)
+                    _worker(sock, data, bar or barrier_mod.Barrier(), log_level, writer_path)
             except BaseException as e:  # noqa: BLE001 - report and leave; the parent restarts us
                 print(f"strongroom {role} {os.getpid()}: {type(e).__name__}: {e}", file=sys.stderr)
                 code = 1

@@ -83,7 +83,7 @@ def init_server(
         secret = new_secret()
         with store.transaction() as tx:
             bar = barrier.Barrier()
-            bar.unseal(tx, barrier.initialize(tx, passphrase), 1)
+            bar.initialize(tx, passphrase)
             aw = audit.AuditWriter(tx, 0, audit.GENESIS, bar.audit_key())
             now = time.time()
             repo.insert_client(tx, admin_id, None, "admin", admin.public_bytes(), "admin", now)

@@ -29,7 +29,6 @@ from typing import Any
 from strongroom.server import actions, audit, errors
 from strongroom.server import barrier as barrier_mod
 from strongroom.server import messages as m
-from strongroom.server import repository as repo
 from strongroom.server import storage as st
 from strongroom.server.committer import SETTLE_IDLE
 from strongroom.server.datadir import DataDir
@@ -53,15 +52,12 @@ def peer_uid(conn: socket.socket) -> int:
 class Writer:
     """The writer's loop: accept workers, gather their requests, commit them as one batch, answer."""
 
-    def __init__(self, listener: socket.socket, data: DataDir, unseal_key: bytes | None) -> None:
+    def __init__(self, listener: socket.socket, data: DataDir, bar: barrier_mod.Barrier) -> None:
         self.listener = listener
         self.data = data
         config = data.load_config()
         self.store = st.Store(config.db_url, pinned=True)
-        self.barrier = barrier_mod.Barrier()
-        if unseal_key is not None:
-            with self.store.exclusive() as tx:
-                self.barrier.unseal(tx, unseal_key, int(repo.get_meta(tx, "seal_epoch") or "1"))
+        self.barrier = bar  # unsealed in the parent before the fork, or sealed until a grant
         self.service = Service(self.store, self.barrier, data, config)
         self.vault = VaultEngine(self.service)
         self.agent = NodeAgent(self.store, self.barrier, data.node_key())
@@ -182,6 +178,6 @@ class Writer:
                 self._drop(conn)
 
 
-def main(listener: socket.socket, data: DataDir, unseal_key: bytes | None) -> None:
+def main(listener: socket.socket, data: DataDir, bar: barrier_mod.Barrier) -> None:
     """The writer process's body (forked by ``server start``)."""
-    Writer(listener, data, unseal_key).run()
+    Writer(listener, data, bar).run()

@@ -11,8 +11,8 @@ import pytest
 
 from strongroom.server import repository as repo
 from strongroom.server import vault_rows
+from strongroom.server.ctx import Ctx
 from strongroom.server.repository import ClientRow
-from strongroom.server.service import Ctx
 from tests.server.test_clock import START, Host, host  # noqa: F401 - the fixture
 from tests.server.vault.inproc import Vault
 
@@ -95,7 +95,7 @@ def test_a_disabled_client_s_tokens_are_refused_and_a_revoked_client_s_are_gone(
     admin = ClientRow("c_admin0000000000000", None, "admin", "admin", "active", b"")
 
     def revoke(tx: Any, aw: Any) -> Any:
-        return service.set_client_status(Ctx(tx, admin, aw), client_id, "revoked")
+        return service.orgs.set_client_status(Ctx(tx, admin, aw), client_id, "revoked")
 
     service.submit(revoke).result(10)
     assert vault.call("GET", "auth/token/lookup-self", token).status == 403

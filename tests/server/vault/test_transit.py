@@ -126,7 +126,7 @@ def test_master_key_rotation_rewraps_transit_keys_and_no_answer_holds_material(v
     c = v.call("POST", "transit/encrypt/k", t, {"plaintext": HELLO}).data["ciphertext"]
     service = v.host.service
     service.submit(lambda tx, aw: service.barrier.rotate(tx)).result(10)
-    service.after_rotation()
+    service.sealing.after_rotation()
     assert v.call("POST", "transit/decrypt/k", t, {"ciphertext": c}).data["plaintext"] == HELLO
     with service.store.snapshot() as tx:
         key = vault_rows.transit_key(tx, v.host.client_id, "k")

@@ -23,10 +23,11 @@ from urllib.parse import parse_qsl
 
 from strongroom.server.asgi import ASGIApp, Receive, Scope, Send
 from strongroom.server.audit import AuditWriter
+from strongroom.server.ctx import Ctx
 from strongroom.server.errors import ApiError, Refused
 from strongroom.server.messages import Checked, VaultOutcome, VaultRequest
 from strongroom.server.request import raw_path, read_body, signed_request
-from strongroom.server.service import Ctx, Service
+from strongroom.server.service import Service
 from strongroom.server.storage import Tx
 from strongroom.server.vault import jsonshape
 from strongroom.server.vault import policy as pol
@@ -179,7 +180,7 @@ class VaultEngine:
         if route.signed:
             if checked is None:
                 raise PermissionDenied()
-            return self.service.signed_action(raw_path, checked, lambda ctx: act(ctx, _self_caller(ctx)))
+            return self.service.auth.signed_action(raw_path, checked, lambda ctx: act(ctx, _self_caller(ctx)))
 
         def run(tx: Tx, aw: AuditWriter) -> VaultOutcome:
             caller = self.tokens.caller(tx, aw, req.token_digest if token else None, path)
@@ -258,7 +259,7 @@ class VaultFront:
             raise PermissionDenied()
         checked = None
         if route.signed:  # the signature is CPU work that needs no lock: checked here
-            checked = self.service.verify_signature(signed_request(scope, raw))
+            checked = self.service.auth.verify_signature(signed_request(scope, raw))
         req = VaultRequest(index, params, path, query, body, token, token_hash(token))
         outcome = await self.run(raw_path(scope), req, checked)
         if outcome.status == 204:

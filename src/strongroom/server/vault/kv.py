@@ -13,10 +13,10 @@ import re
 from typing import Any
 
 from strongroom.server import numbers, vault_rows
-from strongroom.server import repository as repo
+from strongroom.server.ctx import Ctx
 from strongroom.server.errors import Refused
 from strongroom.server.repository import DepositRow
-from strongroom.server.service import Ctx, Service
+from strongroom.server.service import Service
 from strongroom.server.vault import durations, jsonshape
 from strongroom.server.vault.errors import Invalid, Missing
 from strongroom.server.vault.tokens import iso
@@ -92,7 +92,7 @@ class KvV2:
         return out or None
 
     def _own(self, ctx: Ctx, path: str) -> DepositRow | None:
-        return repo.deposit(ctx.tx, ctx.client.id, check_path(path))
+        return self.service.deposits.find_own(ctx, check_path(path))
 
     def exists(self, ctx: Ctx, path: str) -> bool:
         return self._own(ctx, path) is not None
@@ -117,7 +117,7 @@ class KvV2:
         if meta["destroyed"] or deleted_at is not None and deleted_at <= self.clock():
             ctx.audit.append(ctx.client.id, "vault.kv.read", target, "denied", reason="version deleted", version=v)
             return 404, {"data": None, "metadata": meta}
-        raw = self.service.retrieve(ctx, dep, v, "vault.kv.read", target, kv_checked=True)
+        raw = self.service.deposits.retrieve(ctx, dep, v, "vault.kv.read", target, kv_checked=True)
         try:
             value = json.loads(raw)
         except (ValueError, RecursionError):
@@ -161,19 +161,19 @@ class KvV2:
                 raise Refused(Invalid("check-and-set parameter did not match the current version"))
         elif s.cas_required:
             raise Invalid("check-and-set parameter required for this call")
-        out = self.service.put_named(ctx, path, raw, None, action)
-        dep = repo.deposit(ctx.tx, ctx.client.id, path)
+        out = self.service.deposits.put_named(ctx, path, raw, None, action)
+        dep = self.service.deposits.find_own(ctx, path)
         assert dep is not None
         keep = s.max_versions or DEFAULT_MAX_VERSIONS
         oldest = max(s.oldest_version, 1)
         if dep.latest_version - oldest + 1 > keep:
             oldest = dep.latest_version - keep + 1
-            repo.delete_versions_below(ctx.tx, dep.id, oldest)
+            self.service.barrier.destroy_versions_below(ctx.tx, dep.id, oldest)
             s = dataclasses.replace(s, oldest_version=oldest)
             vault_rows.set_kv_settings(ctx.tx, dep.id, s)
         elif dep.latest_version == 1:
             vault_rows.set_kv_settings(ctx.tx, dep.id, s)  # marks the deposit as a KV secret from its first version
-        times = repo.version_times(ctx.tx, dep.id)
+        times = self.service.barrier.version_times(ctx.tx, dep.id)
         v = int(out["version"])
         meta = self._version_meta(dep, s, v, times, {})
         return {**meta, "custom_metadata": self._custom(s), "version": v}
@@ -224,7 +224,7 @@ class KvV2:
             ctx.audit.append(ctx.client.id, "vault.kv.metadata", target, "denied", reason="not found")
             raise Refused(Missing())
         s = vault_rows.kv_settings(ctx.tx, dep.id)
-        times = repo.version_times(ctx.tx, dep.id)
+        times = self.service.barrier.version_times(ctx.tx, dep.id)
         states = vault_rows.kv_version_states(ctx.tx, dep.id)
         kept = sorted({*times, *(v for v, (_, d) in states.items() if d)})
         ctx.audit.append(ctx.client.id, "vault.kv.metadata", target, "ok")
@@ -294,7 +294,7 @@ class KvV2:
         keep = max_versions or DEFAULT_MAX_VERSIONS
         if dep.latest_version - max(s.oldest_version, 1) + 1 > keep:
             oldest = dep.latest_version - keep + 1
-            repo.delete_versions_below(ctx.tx, dep.id, oldest)
+            self.service.barrier.destroy_versions_below(ctx.tx, dep.id, oldest)
             s = dataclasses.replace(s, oldest_version=oldest)
         vault_rows.set_kv_settings(ctx.tx, dep.id, s)
         ctx.audit.append(ctx.client.id, "vault.kv.metadata-write", target, "ok")
@@ -302,7 +302,7 @@ class KvV2:
     def delete_metadata(self, ctx: Ctx, path: str) -> None:
         dep = self._own(ctx, path)
         if dep is not None:
-            repo.delete_deposit(ctx.tx, dep.id)
+            self.service.barrier.destroy_deposit(ctx.tx, dep.id)
         ctx.audit.append(ctx.client.id, "vault.kv.metadata-delete", f"{MOUNT}/metadata/{path}", "ok" if dep else "absent")
 
 

@@ -110,7 +110,7 @@ class Transit:
         latest when None) in the same statement for ``_ring``."""
         if not NAME_RE.match(name):
             raise Invalid("invalid key name: use letters, digits, '.', '_' and '-', at most 128 characters")
-        found = vault_rows.transit_key_and_version(c.ctx.tx, c.ctx.client.id, name, version)
+        found = self.barrier.find_transit_key(c.ctx.tx, c.ctx.client.id, name, version)
         key = found[0] if found is not None else None
         if found is not None and found[1] is not None:
             c.memo["transit_version"] = (found[0].id, found[1])
@@ -258,7 +258,7 @@ class Transit:
         if not key.deletion_allowed:
             c.ctx.audit.append(c.ctx.client.id, "vault.transit.delete", c.path, "denied", reason="deletion not allowed")
             raise Refused(Invalid(f"error deleting policy {key.name}: deletion is not allowed for this key"))
-        vault_rows.delete_transit_key(c.ctx.tx, key.id)
+        self.barrier.destroy_transit_key(c.ctx.tx, key.id)
         c.ctx.audit.append(c.ctx.client.id, "vault.transit.delete", c.path, "ok")
 
     def config(self, c: Call) -> dict[str, Any]:
