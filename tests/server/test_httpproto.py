@@ -175,3 +175,27 @@ def test_what_the_bounds_need_from_uvicorn_is_checked_at_start() -> None:
         pass
 
     assert set(check_uvicorn(Bare)) >= {"data_received", "parser", "connections", "cycle"}
+
+
+def test_what_the_servers_stop_needs_from_uvicorn_is_checked_at_start() -> None:
+    """run.py's Server overrides _wait_tasks_to_complete (pinned uvicorn): a uvicorn whose Server
+    renamed it, or stopped keeping the state it reads, refuses to start."""
+    import uvicorn
+
+    from strongroom.server.run import check_uvicorn_server
+
+    assert check_uvicorn_server() == []
+
+    class Renamed(uvicorn.Server):  # type: ignore[misc]
+        _wait_tasks_to_complete = None
+
+    assert check_uvicorn_server(Renamed) == ["_wait_tasks_to_complete"]
+
+    class Changed(uvicorn.Server):  # type: ignore[misc]
+        async def _wait_tasks_to_complete(self) -> None:
+            pass
+
+        async def shutdown(self, sockets: object = None) -> None:
+            pass
+
+    assert check_uvicorn_server(Changed) == ["server_state.connections", "force_exit", "server_state.tasks"]

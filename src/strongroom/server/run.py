@@ -72,6 +72,24 @@ def upgrade_schema(data: DataDir) -> None:
         store.dispose()  # before forking: no pooled connection crosses into a child
 
 
+def check_uvicorn_server(base: Any = None) -> list[str]:
+    """What ``_make_server_class``'s override needs from uvicorn.Server and ``base`` lacks: the
+    method it replaces, and the state that method reads (empty: all there)."""
+    import inspect
+
+    import uvicorn
+
+    cls = uvicorn.Server if base is None else base
+    wait = getattr(cls, "_wait_tasks_to_complete", None)
+    if not callable(wait):
+        return ["_wait_tasks_to_complete"]
+    try:
+        source = inspect.getsource(wait) + inspect.getsource(cls.shutdown)
+    except (OSError, TypeError, AttributeError):
+        source = ""
+    return [m for m in ("server_state.connections", "force_exit", "server_state.tasks") if f"self.{m}" not in source]
+
+
 def _make_server_class() -> type:
     import asyncio
 
@@ -176,7 +194,7 @@ def serve(data: DataDir, listen: str, workers: int, bar: barrier_mod.Barrier | N
     tls.server_context(data.tls)  # fail in the parent, with one message, on bad TLS files
     from strongroom.server.httpproto import check_uvicorn
 
-    if lacking := check_uvicorn():  # the request bounds rest on these: no unbounded server
+    if lacking := check_uvicorn() + check_uvicorn_server():  # the bounds and the stop rest on these
         raise StartError(
             f"this uvicorn lacks what the bounded HTTP protocol needs ({', '.join(lacking)}); install the pinned version"
         )

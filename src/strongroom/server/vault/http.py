@@ -24,76 +24,23 @@ from urllib.parse import parse_qsl
 from strongroom.server.asgi import ASGIApp, Receive, Scope, Send
 from strongroom.server.audit import AuditWriter
 from strongroom.server.ctx import Ctx
-from strongroom.server.errors import ApiError, Refused
+from strongroom.server.errors import ApiError
 from strongroom.server.messages import Checked, VaultOutcome, VaultRequest
 from strongroom.server.request import raw_path, read_body, signed_request
 from strongroom.server.service import Service
 from strongroom.server.storage import Tx
-from strongroom.server.vault import jsonshape
+from strongroom.server.vault import jsonshape, routes
 from strongroom.server.vault import policy as pol
+from strongroom.server.vault.call import Call, Handler, Plain, VaultRoute
 from strongroom.server.vault.errors import Invalid, Missing, PermissionDenied, errors_of
 from strongroom.server.vault.tokens import Caller, Tokens, token_hash
+from strongroom.server.vault_rows import TokenRow
 
 log = logging.getLogger("strongroom.server.vault")
 
 PREFIXES = ("/v1/sys/", "/v1/secret/", "/v1/transit/", "/v1/auth/token/", "/v1/auth/strongroom/")
 # Runs a request's action where the group commit is (the writer process); None for an unsigned one.
 Runner = Callable[[str, VaultRequest, Checked | None], Awaitable[VaultOutcome]]
-
-
-@dataclass
-class Call:
-    """One request as a handler sees it, inside its transaction."""
-
-    ctx: Ctx
-    caller: Caller
-    path: str  # the logical path: "secret/data/app"
-    params: dict[str, str]  # the route's captured parts
-    query: dict[str, str]
-    body: dict[str, Any]
-    token: str
-    tokens: Tokens
-    service: Service
-    status: int = 200
-    auth: dict[str, Any] | None = None
-    warnings: list[str] | None = None
-    flatten: bool = False  # some sys routes also put data's members at the top level (Vault's legacy form)
-    memo: dict[str, Any] = field(default_factory=dict)  # what a handler read once and needs again
-
-    def require(self, capability: str, path: str | None = None) -> None:
-        """Refuse (audited, then 403 "permission denied") unless the token's policies allow it."""
-        where = self.path if path is None else path
-        if not self.caller.acl.allows(where, capability):
-            self.ctx.audit.append(
-                self.ctx.client.id, "vault.acl", where, "denied", capability=capability, accessor=self.caller.token.accessor
-            )
-            raise Refused(PermissionDenied())
-
-
-@dataclass
-class Plain:
-    """A request to a route that takes no token (sys/health, sys/seal-status)."""
-
-    path: str
-    params: dict[str, str]
-    query: dict[str, str]
-    body: dict[str, Any]
-    service: Service
-
-
-Handler = Callable[[Any], Any]  # Call -> data, or Plain -> (status, body)
-
-
-@dataclass(frozen=True)
-class VaultRoute:
-    method: str  # GET, LIST (also GET with ?list=true), POST (also PUT), PATCH, DELETE
-    pattern: re.Pattern[str]
-    handler: Handler
-    capability: str | None  # checked before the handler; None: the handler decides
-    authenticated: bool = True
-    signed: bool = False  # authenticated by the client's request signature, not a token
-    template: str = ""  # the path as written in the table, for the OpenAPI description
-    body: dict[str, Any] | None = None  # the body's fields as JSON Schema (openapi.py; not enforced here)
 
 
 @dataclass
@@ -134,9 +81,7 @@ class VaultEngine:
         self.service = service
         self.tokens = Tokens(clock=lambda: service.clock())
         self.routes: list[VaultRoute] = []
-        from strongroom.server.vault import routes  # the table refers back to Call and envelope
-
-        routes.register(self)
+        routes.register(self.add, service, self.routes)
 
     def add(self, method: str, path: str, handler: Handler, capability: str | None, **kw: Any) -> None:
         """``path`` with ``{name}`` for one segment and ``{path*}`` for the rest (may be empty)."""
@@ -273,8 +218,6 @@ class VaultFront:
 
 def _self_caller(ctx: Ctx) -> Caller:
     """A signed login acts as the client itself: everything its own credential allows."""
-    from strongroom.server.vault_rows import TokenRow
-
     row = TokenRow("", ctx.client.id, None, '["root"]', "signed", "{}", 0.0, None, 0, None, 0, 0)
     return Caller(ctx.client, row, pol.Acl([], root=True))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from strongroom.server.vault.http import VaultRoute
+from strongroom.server.vault.call import VaultRoute
 
 
 def describe(routes: list[VaultRoute]) -> dict[str, Any]:

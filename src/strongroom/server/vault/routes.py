@@ -9,7 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from strongroom.server import numbers, vault_rows
 from strongroom.server import repository as repo
@@ -17,25 +18,22 @@ from strongroom.server.errors import Refused, StorageUnavailable
 from strongroom.server.service import Service
 from strongroom.server.vault import openapi, transit
 from strongroom.server.vault import policy as pol
+from strongroom.server.vault.call import Call, Plain, VaultRoute
 from strongroom.server.vault.errors import Invalid, Missing, PermissionDenied
-from strongroom.server.vault.http import Call, Plain
 from strongroom.server.vault.kv import MOUNT, KvV2
 from strongroom.server.vault.tokens import iso
-
-if TYPE_CHECKING:
-    from strongroom.server.vault.http import VaultEngine
 
 VERSION = "2.7.2"  # the OpenBao release whose answers this surface is tested against
 
 
-def register(front: VaultEngine) -> None:
-    kv = KvV2(front.service)
-    add = front.add
+def register(add: Callable[..., None], service: Service, table: list[VaultRoute]) -> None:
+    """Every route into ``table`` through ``add`` (VaultEngine.add)."""
+    kv = KvV2(service)
     _sys(add)
     _tokens(add)
     _kv(add, kv)
-    transit.register(add, front.service)
-    _SPEC[:] = [openapi.describe(front.routes)]
+    transit.register(add, service)
+    _SPEC[:] = [openapi.describe(table)]
 
 
 # JSON Schema of the bodies, for the OpenAPI description (openapi.py) that the fuzz tests use.

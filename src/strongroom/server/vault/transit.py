@@ -21,8 +21,8 @@ from strongroom.server.barrier import Barrier
 from strongroom.server.errors import IntegrityFailure, Refused
 from strongroom.server.service import MAX_ENTROPY, Service
 from strongroom.server.vault import durations
+from strongroom.server.vault.call import Call
 from strongroom.server.vault.errors import Invalid, Missing
-from strongroom.server.vault.http import Call
 from strongroom.server.vault.tokens import iso
 from strongroom.server.vault_rows import TransitKeyRow
 
