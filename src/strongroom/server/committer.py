@@ -1,9 +1,15 @@
-"""Group commit: one writer thread per process runs queued actions in one transaction each batch.
+"""Group commit: queued actions run as one batch in one transaction, answered only after it
+committed.
 
-Each action gets a savepoint, so a failed action is undone alone; a refused one (audited,
-then answered with an error) keeps its audit entry.  One fsync then covers the whole batch,
-and no request thread waits in the database's lock queue.  The audit head file's line is written
-before the commit and made durable by the commit's flush or beside it (headfile.py).
+A batch first runs without savepoints (the common case pays for none).  If an action fails
+outside an audited refusal, the transaction is rolled back and the batch runs again with a
+savepoint per action, so that action alone is undone; a refused action (audited, then answered
+with an error) keeps its audit entry.  One flush then covers the whole batch.  The batch's audit
+entries go in as one multi-row INSERT (in the guarded run, before each savepoint; and before a
+read of the log), and the audit head file's line is written before the commit and made durable
+by the commit's flush or beside it (headfile.py).  In a server the writer process
+(writer.py) calls ``run_now`` with what every worker sent; a worker's own committer serves only
+an unseal's audit entries.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
-"""The writer process: one per server, it runs every worker's hot-route actions in group commits.
+"""The writer process: one per server, it runs every request's action in group commits.
 
 Why a process of its own: with SQLite all workers share one write lock, and each worker's
 group-commit thread held it for its batch's statements and fsync while competing for its
 process's GIL with the event loop serving TLS and HTTP.  Measured under 16 clients, the lock was
-held ~100 % of the time at ~450 us per get, against ~250 us in a process that does nothing else.
-Here one thread reads every worker's requests, runs them all as one batch (one transaction, a
-savepoint per action, one fsync) and answers; while it commits, the next batch gathers in the
-sockets.  Workers keep TLS, HTTP and the signature check (CPU work that needs no lock).
+held nearly all the time, at almost twice the time per get of a process that does nothing else.
+Here one thread reads every worker's requests, runs them all as one batch (committer.py: one
+transaction, one fsync) and answers; while it commits, the next batch gathers in the sockets.
+Workers keep TLS, HTTP, parsing and the signature check (CPU work that needs no lock).
 
 The channel is a Unix stream socket in a directory only the server's user can enter; peers are
 checked to be that user.  Frames are a 4-byte big-endian length and a ``marshal`` body of plain
