@@ -199,3 +199,53 @@ def test_what_the_servers_stop_needs_from_uvicorn_is_checked_at_start() -> None:
             pass
 
     assert check_uvicorn_server(Changed) == ["server_state.connections", "force_exit", "server_state.tasks"]
+
+
+def test_unfinished_tls_handshakes_are_capped_per_source_and_timed_out(tmp_path: Path) -> None:
+    """Idle TCP connections that never begin TLS (issue 37, point 11): one source address holds
+    at most HANDSHAKES_PER_SOURCE of them per worker, the rest are closed at once, each is closed
+    at the handshake deadline, and other sources are served throughout."""
+    from strongroom.server.tlsgate import HANDSHAKES_PER_SOURCE
+
+    d = Deployment(tmp_path, None)
+    cfg = json.loads(d.data.config_path.read_text())
+    cfg.update(handshake_timeout=2.0)
+    d.data.config_path.write_text(json.dumps(cfg))
+    try:
+        s = d.start(workers=1)
+        u = urlsplit(s.url)
+        held = []
+        for _ in range(HANDSHAKES_PER_SOURCE + 20):
+            c = socket.socket()
+            c.bind(("127.0.0.2", 0))  # another source on the loopback
+            c.settimeout(5)
+            c.connect((u.hostname, u.port))
+            held.append(c)
+        time.sleep(0.5)
+        closed = []
+        for c in held:
+            c.setblocking(False)
+            try:
+                closed.append(c.recv(1) == b"")
+            except BlockingIOError:
+                closed.append(False)
+            except ConnectionResetError:
+                closed.append(True)
+        assert closed.count(False) == HANDSHAKES_PER_SOURCE, closed.count(False)  # the cap, not one more
+        _healthy(s.url, d)  # 127.0.0.1 is another source: served
+        time.sleep(2.5)  # past the handshake deadline: every held connection is closed
+        for c in held:
+            c.settimeout(2)
+            try:
+                assert c.recv(1) == b""
+            except ConnectionResetError:
+                pass
+            c.close()
+        _healthy(s.url, d)
+        # and a handshake that begins in time completes as ever, from the capped source too
+        raw = socket.create_connection((u.hostname, u.port), timeout=10, source_address=("127.0.0.2", 0))
+        with tls(d.data.ca_file).wrap_socket(raw, server_hostname=u.hostname) as conn:
+            conn.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert _read_all(conn).startswith(b"HTTP/1.1 200")
+    finally:
+        d.close()

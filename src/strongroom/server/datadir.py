@@ -24,9 +24,10 @@ class ServerConfig:
     entropy_mix: str | None = None  # a hardware source mixed into the entropy service (rng/mix.py)
     header_timeout: float = 10.0  # seconds from a request's first byte to the end of its headers
     body_timeout: float = 30.0  # seconds from the end of the headers to the end of the body
+    handshake_timeout: float = 10.0  # seconds from a connection's acceptance to the end of its TLS handshake
 
     def __post_init__(self) -> None:
-        for name in ("header_timeout", "body_timeout"):
+        for name in ("header_timeout", "body_timeout", "handshake_timeout"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 3600:
                 raise ValueError(f"{name} must be a number of seconds in (0, 3600]")

@@ -30,6 +30,8 @@ from typing import Any
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from strongroom.server.request import VAULT_PREFIXES
+
 MAX_HEAD_BYTES = 64 * 1024
 MAX_URL_BYTES = 16 * 1024
 MAX_HEADERS = 100
@@ -217,7 +219,11 @@ class BoundedHttpProtocol(HttpToolsProtocol):  # type: ignore[misc]
         self._disarm()
         if self.transport.is_closing():
             return
-        body = json.dumps({"error": code, "message": message}).encode()
+        target = bytes(getattr(self, "url", b"") or b"")
+        if target.startswith(_VAULT):  # that API's clients read Vault's error shape
+            body = json.dumps({"errors": [message]}).encode()
+        else:
+            body = json.dumps({"error": code, "message": message}).encode()
         self.transport.write(
             b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
             % (status, _REASONS[status], len(body))
@@ -225,6 +231,8 @@ class BoundedHttpProtocol(HttpToolsProtocol):  # type: ignore[misc]
         )
         self.transport.close()
 
+
+_VAULT = tuple(p.encode() for p in VAULT_PREFIXES)
 
 # This worker's open connections, for the deadline sweep.
 _live: set[BoundedHttpProtocol] = set()

@@ -13,6 +13,8 @@ from strongroom.crypto import reqsig
 from strongroom.server.asgi import Receive, Scope
 from strongroom.server.errors import TooLarge, Unauthorized
 
+# The Vault-compatible API's paths (vault/http.py); every other path is the deposit API's.
+VAULT_PREFIXES = ("/v1/sys/", "/v1/secret/", "/v1/transit/", "/v1/auth/token/", "/v1/auth/strongroom/")
 AUTH_HEADERS = (reqsig.HEADER_CLIENT, reqsig.HEADER_TIME, reqsig.HEADER_NONCE, reqsig.HEADER_SIG)
 _AUTH = {h.encode(): h for h in AUTH_HEADERS}
 

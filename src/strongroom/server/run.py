@@ -73,8 +73,8 @@ def upgrade_schema(data: DataDir) -> None:
 
 
 def check_uvicorn_server(base: Any = None) -> list[str]:
-    """What ``_make_server_class``'s override needs from uvicorn.Server and ``base`` lacks: the
-    method it replaces, and the state that method reads (empty: all there)."""
+    """What ``_make_server_class``'s overrides need from uvicorn.Server and ``base`` lacks: the
+    methods they extend or replace, and the state they read (empty: all there)."""
     import inspect
 
     import uvicorn
@@ -87,7 +87,13 @@ def check_uvicorn_server(base: Any = None) -> list[str]:
         source = inspect.getsource(wait) + inspect.getsource(cls.shutdown)
     except (OSError, TypeError, AttributeError):
         source = ""
-    return [m for m in ("server_state.connections", "force_exit", "server_state.tasks") if f"self.{m}" not in source]
+    try:
+        source += inspect.getsource(cls.startup)
+    except (OSError, TypeError, AttributeError):
+        pass
+    needs = ["server_state.connections", "force_exit", "server_state.tasks", "lifespan.state", "http_protocol_class"]
+    needs.append("self.started")
+    return [m for m in needs if m not in source]
 
 
 def _make_server_class() -> type:
@@ -95,7 +101,31 @@ def _make_server_class() -> type:
 
     import uvicorn
 
+    from strongroom.server.tlsgate import Gate
+
     class Server(uvicorn.Server):  # type: ignore[misc]
+        gate_args: tuple[socket.socket, Any, float]
+        gate: Gate | None = None
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=[])  # uvicorn listens on nothing: the gate accepts
+            if not self.started:
+                return
+            listener, context, timeout = self.gate_args
+            config, state = self.config, self.server_state
+
+            def protocol() -> Any:
+                make: Any = config.http_protocol_class
+                return make(config=config, server_state=state, app_state=self.lifespan.state)
+
+            self.gate = Gate(listener, protocol, context, timeout)
+            self.gate.start()
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            if self.gate is not None:
+                self.gate.stop()
+            await super().shutdown(sockets=[])
+
         async def _wait_tasks_to_complete(self) -> None:
             # Let in-flight requests finish, then drop idle keep-alive connections: closing
             # a TLS transport politely waits for a close_notify that a client which is not
@@ -136,15 +166,15 @@ def _worker(sock: socket.socket, data: DataDir, bar: barrier_mod.Barrier, log_le
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=10,
-        ssl_certfile=str(data.tls / "server.pem"),
-        ssl_keyfile=str(data.tls / "server-key.pem"),
         server_header=False,
         proxy_headers=False,  # the peer address is the source (rate limits): no X-Forwarded-For from anyone
         http=bounded_protocol(config.header_timeout, config.body_timeout),
     )
     uconfig.load()
-    uconfig.ssl = tls.server_context(data.tls)  # TLS 1.2 minimum, AEAD suites only
-    _make_server_class()(uconfig).run(sockets=[sock])
+    server = _make_server_class()(uconfig)
+    # connections are accepted and their TLS begun by the gate (tlsgate.py: a cap per source, a deadline)
+    server.gate_args = (sock, tls.server_context(data.tls), config.handshake_timeout)
+    server.run(sockets=[])
 
 
 def _name_process(name: str) -> None:

@@ -26,7 +26,7 @@ from strongroom.server.audit import AuditWriter
 from strongroom.server.ctx import Ctx
 from strongroom.server.errors import ApiError
 from strongroom.server.messages import Checked, VaultOutcome, VaultRequest
-from strongroom.server.request import raw_path, read_body, signed_request
+from strongroom.server.request import VAULT_PREFIXES, raw_path, read_body, signed_request
 from strongroom.server.service import Service
 from strongroom.server.storage import Tx
 from strongroom.server.vault import jsonshape, routes
@@ -38,7 +38,7 @@ from strongroom.server.vault_rows import TokenRow
 
 log = logging.getLogger("strongroom.server.vault")
 
-PREFIXES = ("/v1/sys/", "/v1/secret/", "/v1/transit/", "/v1/auth/token/", "/v1/auth/strongroom/")
+PREFIXES = VAULT_PREFIXES
 # Runs a request's action where the group commit is (the writer process); None for an unsigned one.
 Runner = Callable[[str, VaultRequest, Checked | None], Awaitable[VaultOutcome]]
 

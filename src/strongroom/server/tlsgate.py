@@ -1,0 +1,87 @@
+"""Accepting connections, with the TLS handshake bounded: each worker lets one source address hold
+at most HANDSHAKES_PER_SOURCE connections that have not finished their handshake (more are
+closed at once, before any TLS) and gives each handshake ``timeout`` seconds; then the
+connection belongs to the HTTP protocol (httpproto.py), whose own bounds take over.
+
+Why not the event loop's ``create_server(ssl=...)``: there the handshake runs before any code of
+ours sees the connection, with the loop's own 60 s deadline and no cap, so idle TCP connections
+from one address could hold every descriptor.  Here the worker accepts (``loop.sock_accept``,
+where the peer's address is known), counts, and hands the socket to
+``loop.connect_accepted_socket`` with the TLS context and the deadline -- public asyncio API,
+the same in uvloop, whose TLS layer is the one used before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import socket
+import ssl
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger("strongroom.server.tls")
+
+HANDSHAKES_PER_SOURCE = 64
+_OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+
+
+class Gate:
+    def __init__(
+        self, listener: socket.socket, factory: Callable[[], Any], context: ssl.SSLContext, timeout: float
+    ) -> None:
+        self.listener = listener
+        self.factory = factory  # the HTTP protocol, as uvicorn makes it
+        self.context = context
+        self.timeout = timeout
+        self.pending: dict[str, int] = {}  # unfinished handshakes per source address
+        self._task: asyncio.Task[None] | None = None
+        self._handshakes: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        self.listener.setblocking(False)
+        self._task = asyncio.get_running_loop().create_task(self._accept())
+
+    def stop(self) -> None:
+        """Stop accepting (the listening socket stays open: the other workers share it) and drop
+        the handshakes still under way."""
+        for task in [self._task, *self._handshakes]:
+            if task is not None:
+                task.cancel()
+
+    async def _accept(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, addr = await loop.sock_accept(self.listener)
+            except OSError as e:
+                if e.errno in _OUT_OF_DESCRIPTORS:
+                    log.warning("cannot accept a connection (%s); retrying in 0.1 s", errno.errorcode.get(e.errno, e.errno))
+                    await asyncio.sleep(0.1)
+                continue  # ECONNABORTED and the like: that connection is gone, the next one is not
+            source = str(addr[0]) if isinstance(addr, tuple) and addr else ""
+            if self.pending.get(source, 0) >= HANDSHAKES_PER_SOURCE:
+                conn.close()
+                continue
+            self.pending[source] = self.pending.get(source, 0) + 1
+            task = loop.create_task(self._handshake(conn, source))
+            self._handshakes.add(task)
+            task.add_done_callback(self._handshakes.discard)
+
+    async def _handshake(self, conn: socket.socket, source: str) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.connect_accepted_socket(self.factory, conn, ssl=self.context, ssl_handshake_timeout=self.timeout)
+        except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as e:
+            log.debug("TLS handshake from %s not completed: %s", source, type(e).__name__)
+            try:
+                conn.close()
+            except OSError:
+                pass
+        finally:
+            left = self.pending.get(source, 1) - 1
+            if left > 0:
+                self.pending[source] = left
+            else:
+                self.pending.pop(source, None)
