@@ -62,11 +62,11 @@ def encode(value: Any) -> Any:
         return value
     name, get, places = spec
     fields = get(value)
-    if places:
-        out = list(fields)
-        for i in places:
+    for i in places:
+        if type(fields[i]) in _CODEC:  # a carried message (a result that is plain data stays as it is)
+            out = list(fields)
             out[i] = encode(out[i])
-        fields = tuple(out)
+            fields = tuple(out)
     return (TAG, name, fields)
 
 
@@ -76,11 +76,12 @@ def decode(value: Any) -> Any:
         if found is None or type(value[2]) is not tuple:
             raise ValueError("not a message this server sends")
         cls, places = found
-        if not places:
-            return cls(*value[2])
-        fields = list(value[2])
+        fields = value[2]
         for i in places:
-            fields[i] = decode(fields[i])
+            if type(fields[i]) is tuple:
+                carried = list(fields)
+                carried[i] = decode(carried[i])
+                fields = tuple(carried)
         return cls(*fields)
     return value
 
