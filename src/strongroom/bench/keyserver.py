@@ -74,14 +74,16 @@ def _wait_healthy(url: str, ca: Path, timeout: float = 30) -> None:
 
 
 class Strongroom:
-    def __init__(self, root: Path, workers: int) -> None:
+    def __init__(self, root: Path, workers: int, src: Path | None = None) -> None:
+        """A server of this build, or of the build whose sources are at ``src`` (a before/after pair)."""
         self.root = root
         self.data = DataDir(root / "data")
         res = init_server(self.data, PASSPHRASE)
         self.org, self.secret = res.org, res.auth_secret
         pw = root / "pw"
         pw.write_text(PASSPHRASE)
-        self.proc, self.url = spawn(self.data, workers, pw, stderr=subprocess.DEVNULL)
+        env = None if src is None else {**os.environ, "PYTHONPATH": str(src)}
+        self.proc, self.url = spawn(self.data, workers, pw, stderr=subprocess.DEVNULL, env=env)
         _wait_healthy(self.url, self.data.ca_file)
         self.client = Client.register([self.url], self.org, self.secret, "bench", root / "profile", self.data.ca_file)
 

@@ -52,10 +52,17 @@ class _Target:
 
 
 def run(
-    rounds: int = 5, seconds: float = 3.0, conns: int = 16, workers: int = 2, progress: Callable[[str], None] = print
+    rounds: int = 5,
+    seconds: float = 3.0,
+    conns: int = 16,
+    workers: int = 2,
+    progress: Callable[[str], None] = print,
+    base_src: Path | None = None,
 ) -> list[dict[str, Any]]:
     """One row per operation: the paired median rate ratio (Strongroom / OpenBao), each system's
-    median rate, p99 and errors."""
+    median rate, p99 and errors.  With ``base_src`` (another build's sources) that build runs
+    beside them in the same rounds, and each row also has its ratio to OpenBao and this build's
+    rate over it ("after / before")."""
     import httpx
 
     if not load.wrk_available():
@@ -65,6 +72,7 @@ def run(
         root = Path(tmp)
         (root / "openbao").mkdir()
         s = Strongroom(root / "strongroom", workers=workers)
+        before = Strongroom(root / "before", workers=workers, src=base_src) if base_src is not None else None
         bao = None
         try:
             bao = peers.OpenBao(root / "openbao", bin_dir)
@@ -74,12 +82,18 @@ def run(
             token = s.client.vault_token(policies=["root"], ttl="24h")["client_token"]
             with httpx.Client(verify=str(s.data.ca_file), timeout=30) as ours_http:
                 ours = _Target("strongroom", s.url, token, s.pids, ours_http)
+            targets = [ours]
+            if before is not None:
+                before_token = before.client.vault_token(policies=["root"], ttl="24h")["client_token"]
+                with httpx.Client(verify=str(before.data.ca_file), timeout=30) as before_http:
+                    targets.append(_Target("before", before.url, before_token, before.pids, before_http))
             theirs = _Target("openbao", bao.url, bao.token, lambda: tree(bao.proc.pid), bao.http)  # type: ignore[union-attr]
+            targets.append(theirs)
             rows = []
             for op in OPS:
-                runs: dict[str, list[load.LoadResult]] = {"strongroom": [], "openbao": []}
+                runs: dict[str, list[load.LoadResult]] = {t.name: [] for t in targets}
                 for i in range(rounds):
-                    for t in (ours, theirs) if i % 2 == 0 else (theirs, ours):
+                    for t in targets if i % 2 == 0 else targets[::-1]:
                         runs[t.name].append(t.drive(op, conns, seconds))
                 ratios = [a.rate / b.rate for a, b in zip(runs["strongroom"], runs["openbao"], strict=True) if b.rate]
                 med = {n: sorted(rs, key=lambda x: x.rate)[len(rs) // 2] for n, rs in runs.items()}
@@ -92,8 +106,14 @@ def run(
                     "OpenBao req/s": float(med["openbao"].rate),
                     "Strongroom p99 ms": float(med["strongroom"].p99_ms),
                     "OpenBao p99 ms": float(med["openbao"].p99_ms),
-                    "errors": int(sum(x.errors for x in runs["strongroom"]) + sum(x.errors for x in runs["openbao"])),
+                    "errors": int(sum(x.errors for rs in runs.values() for x in rs)),
                 }
+                if before is not None:
+                    pairs = zip(runs["strongroom"], runs["before"], strict=True)
+                    row["after / before"] = statistics.median(a.rate / b.rate for a, b in pairs if b.rate)
+                    row["before vs OpenBao"] = statistics.median(
+                        a.rate / b.rate for a, b in zip(runs["before"], runs["openbao"], strict=True) if b.rate
+                    )
                 rows.append(row)
                 progress(
                     f"{op}: {row['rate vs OpenBao']:.2f}x OpenBao (rounds {', '.join(f'{x:.2f}' for x in ratios)}),"
@@ -103,5 +123,7 @@ def run(
             return rows
         finally:
             s.stop()
+            if before is not None:
+                before.stop()
             if bao is not None:
                 bao.stop()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from strongroom.server import audit
 from strongroom.server import messages as m
 from strongroom.server.audit import AuditWriter
 from strongroom.server.ctx import Ctx
@@ -44,7 +45,7 @@ SIGNED: dict[type[Any], tuple[Backend, bool]] = {
     m.CreateGroup: (lambda s, ctx, msg: s.orgs.create_group(ctx, msg.org, msg.name), True),
     m.ChangeGroup: (lambda s, ctx, msg: s.orgs.change_group(ctx, msg.org, msg.name, msg.add, msg.remove), True),
     m.DeleteGroup: (lambda s, ctx, msg: s.orgs.delete_group(ctx, msg.org, msg.name), True),
-    m.AuditTail: (lambda s, ctx, msg: s.audit_tail(ctx, msg.after, msg.limit), True),
+    m.AuditTail: (lambda s, ctx, msg: audit.tail(ctx.tx, ctx.audit, msg.after, msg.limit), True),
 }
 
 # What the writer does after a message's batch committed (it succeeded).

@@ -106,6 +106,16 @@ def verify(tx: Tx, key: bytes, head_file: HeadFile | None, checkpoints: tuple[tu
     return result
 
 
+def tail(tx: Tx, aw: AuditWriter, after: int, limit: int) -> list[dict[str, Any]]:
+    """Up to ``limit`` entries after ``after``, this batch's own so far included (as a reader
+    after it would see them)."""
+    aw.write_rows()
+    return [
+        {"seq": r[0], "ts": r[1], "actor": r[2], "action": r[3], "target": r[4], "outcome": r[5], "detail": json.loads(r[6])}
+        for r in repo.audit_entries(tx, after, limit)
+    ]
+
+
 def checkpoint(tx: Tx) -> tuple[int, bytes]:
     """The chain's head (seq, mac), to keep outside the server and give to `audit verify`."""
     head = repo.audit_head(tx)

@@ -311,7 +311,11 @@ def serve(data: DataDir, listen: str, workers: int, bar: barrier_mod.Barrier | N
 
 
 def spawn(
-    data: DataDir, workers: int = 1, passphrase_file: os.PathLike[str] | str | None = None, stderr: Any = None
+    data: DataDir,
+    workers: int = 1,
+    passphrase_file: os.PathLike[str] | str | None = None,
+    stderr: Any = None,
+    env: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen[bytes], str]:
     """Start `strongroom server start` on a free loopback port in its own session; returns (process, URL).
 
@@ -331,7 +335,7 @@ def spawn(
         str(workers),
     ]
     args += ["--passphrase-file", str(passphrase_file)] if passphrase_file is not None else ["--sealed"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr, start_new_session=True)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr, start_new_session=True, env=env)
     assert proc.stdout is not None
     line = proc.stdout.readline().decode()
     if "listening on " not in line:

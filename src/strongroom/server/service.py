@@ -1,14 +1,15 @@
 """The service: what every backend is built from (the store, the barrier, the group
-committer, the clock) and the backends themselves, one module each: ``auth`` (auth.py),
-``registration`` (registration.py), ``deposits`` (deposits.py), ``orgs`` (orgs.py: the admin's
-organizations, clients and groups), ``sealing`` (sealing.py); the audit log's tail and entropy
-here.  Every action runs in one group-commit transaction (committer.py): authenticate (nonce
-recorded), act, append the audit entry, commit; refusals are audited and committed, then
-answered.  actions.py routes each request's message to its backend's method."""
+committer, the clock, the entropy mixer) and the backends themselves, one module each: ``auth``
+(auth.py), ``registration`` (registration.py), ``deposits`` (deposits.py), ``orgs`` (orgs.py:
+the admin's organizations, clients and groups), ``sealing`` (sealing.py); the audit log's tail is
+audit.py's, and entropy is drawn by the worker that answers (front.py).  Every action runs in one
+group-commit transaction (committer.py): authenticate (nonce recorded), act, append the audit
+entry, commit; refusals are audited and committed, then answered.  actions.py routes each
+request's message to its backend's method.
+"""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -24,7 +25,6 @@ from strongroom.server.committer import GroupCommitter
 from strongroom.server.ctx import Ctx
 from strongroom.server.datadir import DataDir, ServerConfig
 from strongroom.server.deposits import Deposits
-from strongroom.server.errors import BadRequest
 from strongroom.server.orgs import Orgs
 from strongroom.server.registration import Registration
 from strongroom.server.sealing import Sealing
@@ -66,20 +66,3 @@ class Service:
         if ctx.client.org_id is not None:
             org = repo.org_name(ctx.tx, ctx.client.org_id)
         return {"client_id": ctx.client.id, "name": ctx.client.name, "org": org, "role": ctx.client.role}
-
-    def audit_tail(self, ctx: Ctx, after: int, limit: int) -> list[dict[str, Any]]:
-        ctx.audit.write_rows()  # this batch's entries so far, as a reader after it would see them
-        rows = repo.audit_entries(ctx.tx, after, limit)
-        return [
-            {"seq": r[0], "ts": r[1], "actor": r[2], "action": r[3], "target": r[4], "outcome": r[5], "detail": json.loads(r[6])}
-            for r in rows
-        ]
-
-    def entropy(self, ctx: Ctx, n: int) -> bytes:
-        if not 1 <= n <= MAX_ENTROPY:
-            raise BadRequest(f"bytes must be between 1 and {MAX_ENTROPY}")
-        return self.entropy_mixer.random(n)
-
-
-class _NullAudit:
-    """Stands in for the audit writer while sealed: nothing can be chained without the key."""
