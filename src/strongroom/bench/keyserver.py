@@ -78,11 +78,22 @@ class Strongroom:
         """A server of this build, or of the build whose sources are at ``src`` (a before/after pair)."""
         self.root = root
         self.data = DataDir(root / "data")
-        res = init_server(self.data, PASSPHRASE)
-        self.org, self.secret = res.org, res.auth_secret
         pw = root / "pw"
         pw.write_text(PASSPHRASE)
         env = None if src is None else {**os.environ, "PYTHONPATH": str(src)}
+        if src is None:
+            res = init_server(self.data, PASSPHRASE)
+            self.org, self.secret = res.org, res.auth_secret
+        else:  # that build makes its own data dir (its config may not know this one's settings)
+            out = subprocess.run(
+                [sys.executable, "-m", "strongroom.cli.main", "server", "init", "--data", str(self.data.path)]
+                + ["--passphrase-file", str(pw), "--json"],
+                env=env,
+                capture_output=True,
+                check=True,
+            )
+            made = json.loads(out.stdout)
+            self.org, self.secret = made["org"], made["auth_secret"]
         self.proc, self.url = spawn(self.data, workers, pw, stderr=subprocess.DEVNULL, env=env)
         _wait_healthy(self.url, self.data.ca_file)
         self.client = Client.register([self.url], self.org, self.secret, "bench", root / "profile", self.data.ca_file)
