@@ -78,6 +78,7 @@ class Strongroom:
         """A server of this build, or of the build whose sources are at ``src`` (a before/after pair)."""
         self.root = root
         self.data = DataDir(root / "data")
+        root.mkdir(parents=True, exist_ok=True)
         pw = root / "pw"
         pw.write_text(PASSPHRASE)
         env = None if src is None else {**os.environ, "PYTHONPATH": str(src)}
