@@ -72,9 +72,11 @@ def run(
         root = Path(tmp)
         (root / "openbao").mkdir()
         s = Strongroom(root / "strongroom", workers=workers)
-        before = Strongroom(root / "before", workers=workers, src=base_src) if base_src is not None else None
+        before = None
         bao = None
         try:
+            if base_src is not None:  # inside the try: a build that does not start must not leave this one running
+                before = Strongroom(root / "before", workers=workers, src=base_src)
             bao = peers.OpenBao(root / "openbao", bin_dir)
             r = bao.http.post("/v1/sys/mounts/transit", json={"type": "transit"})
             if r.status_code >= 400 and "already in use" not in r.text:
