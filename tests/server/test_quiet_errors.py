@@ -70,3 +70,18 @@ def test_the_servers_app_is_wrapped() -> None:
 
     app = create_app(SimpleNamespace(config=SimpleNamespace(deposit_limit=1 << 20)), None)  # type: ignore[arg-type]
     assert isinstance(app, QuietErrors)
+
+
+def test_observe_sees_the_status_answered_and_a_500_for_an_escape() -> None:
+    seen: list[int] = []
+
+    async def created(scope: object, receive: object, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 201, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def raw(scope: object, receive: object, send: object) -> None:
+        raise RuntimeError(SECRET)
+
+    assert _get(QuietErrors(created, lambda scope, status, seconds: seen.append(status))).status_code == 201
+    assert _get(QuietErrors(raw, lambda scope, status, seconds: seen.append(status))).status_code == 500
+    assert seen == [201, 500]

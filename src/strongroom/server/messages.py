@@ -20,15 +20,18 @@ from typing import Any
 from strongroom.server import errors
 
 TAG = "strongroom.message"
-# name -> (class, the places of the fields that may hold messages)
-MESSAGES: dict[str, tuple[type[Any], tuple[int, ...]]] = {}
-_CODEC: dict[type[Any], tuple[str, Callable[[Any], tuple[Any, ...]], tuple[int, ...]]] = {}
+# Each message class's own encoder and decoder, made once at registration: the codec runs twice on
+# each side of every request, so it does no generic walk.
+_ENCODE: dict[type[Any], Callable[[Any], tuple[str, str, tuple[Any, ...]]]] = {}
+_DECODE: dict[str, Callable[[tuple[Any, ...]], Any]] = {}
+MESSAGES: dict[str, type[Any]] = {}  # the closed list of what may cross
 
 Checked = tuple[str, str, int]  # a request whose signature held: (client id, nonce, timestamp)
 
 
-def _register(cls: type[Any], carried: tuple[str, ...]) -> type[Any]:
+def _register(cls: type[Any], carried: str | None) -> type[Any]:
     names = tuple(f.name for f in dataclasses.fields(cls))
+    name = cls.__name__
     get: Callable[[Any], tuple[Any, ...]]
     if len(names) > 1:
         get = operator.attrgetter(*names)
@@ -37,52 +40,55 @@ def _register(cls: type[Any], carried: tuple[str, ...]) -> type[Any]:
         get = lambda v: (one(v),)  # noqa: E731
     else:
         get = lambda v: ()  # noqa: E731
-    places = tuple(names.index(n) for n in carried)
-    MESSAGES[cls.__name__] = (cls, places)
-    _CODEC[cls] = (cls.__name__, get, places)
+    enc: Callable[[Any], tuple[str, str, tuple[Any, ...]]]
+    dec: Callable[[tuple[Any, ...]], Any]
+    if carried is None:
+        enc = lambda v: (TAG, name, get(v))  # noqa: E731
+        dec = lambda f: cls(*f)  # noqa: E731
+    else:
+        i = names.index(carried)
+
+        def enc(v: Any) -> tuple[str, str, tuple[Any, ...]]:
+            f = get(v)
+            inner = _ENCODE.get(type(f[i]))
+            if inner is None:  # plain data (a result that is not a message) stays as it is
+                return (TAG, name, f)
+            return (TAG, name, (*f[:i], inner(f[i]), *f[i + 1 :]))
+
+        def dec(f: tuple[Any, ...]) -> Any:
+            if type(f[i]) is tuple:
+                return cls(*f[:i], decode(f[i]), *f[i + 1 :])
+            return cls(*f)
+
+    MESSAGES[name] = cls
+    _ENCODE[cls] = enc
+    _DECODE[name] = dec
     return cls
 
 
 def message(cls: type[Any]) -> type[Any]:
     """Register a dataclass of plain fields as a message that may cross between processes."""
-    return _register(cls, ())
+    return _register(cls, None)
 
 
-def carrier(*fields: str) -> Callable[[type[Any]], type[Any]]:
-    """Register a message whose ``fields`` may hold other messages (each field is encoded by a
-    lookup, not a walk: the codec is on every request's path)."""
-    return lambda cls: _register(cls, fields)
+def carrier(field: str) -> Callable[[type[Any]], type[Any]]:
+    """Register a message whose ``field`` may hold another message."""
+    return lambda cls: _register(cls, field)
 
 
 def encode(value: Any) -> Any:
-    """A message (and the messages its carrying fields hold) as marshal-able tuples; plain values
+    """A message (and the message its carrying field holds) as marshal-able tuples; plain values
     as they are (marshal refuses anything else, so an unregistered class goes no further)."""
-    spec = _CODEC.get(type(value))
-    if spec is None:
-        return value
-    name, get, places = spec
-    fields = get(value)
-    for i in places:
-        if type(fields[i]) in _CODEC:  # a carried message (a result that is plain data stays as it is)
-            out = list(fields)
-            out[i] = encode(out[i])
-            fields = tuple(out)
-    return (TAG, name, fields)
+    enc = _ENCODE.get(type(value))
+    return value if enc is None else enc(value)
 
 
 def decode(value: Any) -> Any:
     if type(value) is tuple and len(value) == 3 and value[0] == TAG:
-        found = MESSAGES.get(value[1])
-        if found is None or type(value[2]) is not tuple:
+        dec = _DECODE.get(value[1])
+        if dec is None or type(value[2]) is not tuple:
             raise ValueError("not a message this server sends")
-        cls, places = found
-        fields = value[2]
-        for i in places:
-            if type(fields[i]) is tuple:
-                carried = list(fields)
-                carried[i] = decode(carried[i])
-                fields = tuple(carried)
-        return cls(*fields)
+        return dec(value[2])
     return value
 
 

@@ -118,8 +118,11 @@ def _make_server_class() -> type:
                 make: Any = config.http_protocol_class
                 return make(config=config, server_state=state, app_state=self.lifespan.state)
 
-            self.gate = Gate(listener, protocol, context, timeout)
+            self.gate = Gate(listener, protocol, context, timeout, self.listener_broken)
             self.gate.start()
+
+        def listener_broken(self) -> None:
+            self.should_exit = True  # a worker that cannot accept leaves; the supervisor starts another
 
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             if self.gate is not None:

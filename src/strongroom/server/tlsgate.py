@@ -25,13 +25,21 @@ log = logging.getLogger("strongroom.server.tls")
 
 HANDSHAKES_PER_SOURCE = 64
 _OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+FAILURES_BEFORE_PAUSE = 64
+LISTENER_CHECK_S = 2.0  # how often an idle gate looks whether its listener still listens
 
 
 class Gate:
     def __init__(
-        self, listener: socket.socket, factory: Callable[[], Any], context: ssl.SSLContext, timeout: float
+        self,
+        listener: socket.socket,
+        factory: Callable[[], Any],
+        context: ssl.SSLContext,
+        timeout: float,
+        on_broken: Callable[[], None],
     ) -> None:
         self.listener = listener
+        self.on_broken = on_broken  # the worker stops, and its supervisor starts another
         self.factory = factory  # the HTTP protocol, as uvicorn makes it
         self.context = context
         self.timeout = timeout
@@ -52,14 +60,30 @@ class Gate:
 
     async def _accept(self) -> None:
         loop = asyncio.get_running_loop()
+        failures = 0  # in a row: a listener that fails every accept must not spin the worker
         while True:
             try:
-                conn, addr = await loop.sock_accept(self.listener)
-            except OSError as e:
-                if e.errno in _OUT_OF_DESCRIPTORS:
-                    log.warning("cannot accept a connection (%s); retrying in 0.1 s", errno.errorcode.get(e.errno, e.errno))
+                async with asyncio.timeout(LISTENER_CHECK_S):
+                    conn, addr = await loop.sock_accept(self.listener)
+            except TimeoutError:
+                # a descriptor closed under a pending accept never wakes it (epoll forgets it)
+                if self._listening():
+                    continue
+                self._broken("closed")
+                return
+            except (OSError, ValueError) as e:  # ValueError: uvloop's answer for a closed socket
+                code = e.errno if isinstance(e, OSError) else None
+                name = errno.errorcode.get(code or 0, "closed")
+                if not self._listening():
+                    self._broken(name)
+                    return
+                failures += 1
+                if code in _OUT_OF_DESCRIPTORS or failures >= FAILURES_BEFORE_PAUSE:
+                    log.warning("cannot accept a connection (%s); retrying in 0.1 s", name)
+                    failures = 0
                     await asyncio.sleep(0.1)
                 continue  # ECONNABORTED and the like: that connection is gone, the next one is not
+            failures = 0
             source = str(addr[0]) if isinstance(addr, tuple) and addr else ""
             if self.pending.get(source, 0) >= HANDSHAKES_PER_SOURCE:
                 conn.close()
@@ -68,6 +92,16 @@ class Gate:
             task = loop.create_task(self._handshake(conn, source))
             self._handshakes.add(task)
             task.add_done_callback(self._handshakes.discard)
+
+    def _listening(self) -> bool:
+        try:
+            return self.listener.fileno() != -1 and self.listener.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) == 1
+        except OSError:
+            return False
+
+    def _broken(self, why: str) -> None:
+        log.error("the listening socket failed (%s); this worker stops accepting", why)
+        self.on_broken()
 
     async def _handshake(self, conn: socket.socket, source: str) -> None:
         loop = asyncio.get_running_loop()

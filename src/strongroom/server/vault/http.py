@@ -81,27 +81,53 @@ class VaultEngine:
         self.service = service
         self.tokens = Tokens(clock=lambda: service.clock())
         self.routes: list[VaultRoute] = []
+        self._combined: tuple[re.Pattern[str], dict[str, tuple[list[tuple[str, str]], dict[str, int]]]] | None = None
         routes.register(self.add, service, self.routes)
 
     def add(self, method: str, path: str, handler: Handler, capability: str | None, **kw: Any) -> None:
         """``path`` with ``{name}`` for one segment and ``{path*}`` for the rest (may be empty)."""
-        regex = re.escape(path).replace(r"\{path\*\}", r"(?P<path>.*)")
-        regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", regex)
-        self.routes.append(VaultRoute(method, re.compile(f"^{regex}$"), handler, capability, template=path, **kw))
+        self.routes.append(VaultRoute(method, re.compile(f"^{_regex(path)}$"), handler, capability, template=path, **kw))
+        self._combined = None
 
     def match(self, method: str, path: str) -> tuple[int, dict[str, str]]:
-        """The route's place in the table and its captured parts."""
+        """The route's place in the table and its captured parts: the first route in table
+        order whose pattern takes the path and whose method is the request's (405 when only
+        other methods' routes take it).  One regular expression of every distinct pattern finds
+        the first pattern that takes the path; only when that pattern has no route for the
+        method does the table get walked in order."""
+        if self._combined is None:
+            self._combined = self._combine()
+        combined, groups = self._combined
+        m = combined.match(path)
+        if m is not None:
+            names, methods = groups[m.lastgroup or ""]
+            index = methods.get(method)
+            if index is not None:
+                return index, {k: v for k, g in names if (v := m.group(g)) is not None}
         allowed = False
         for i, route in enumerate(self.routes):
-            m = route.pattern.match(path)
-            if m is None:
+            found = route.pattern.match(path)
+            if found is None:
                 continue
             if route.method == method:
-                return i, {k: v for k, v in m.groupdict().items() if v is not None}
+                return i, {k: v for k, v in found.groupdict().items() if v is not None}
             allowed = True
         if allowed:
             raise MethodNotAllowed()
         raise Missing()
+
+    def _combine(self) -> tuple[re.Pattern[str], dict[str, tuple[list[tuple[str, str]], dict[str, int]]]]:
+        by_template: dict[str, tuple[str, list[tuple[str, str]], dict[str, int]]] = {}
+        parts = []
+        for i, route in enumerate(self.routes):
+            if route.template not in by_template:
+                g = f"r{len(by_template)}"
+                names = re.findall(r"\{(\w+)\*?\}", route.template)
+                by_template[route.template] = (g, [(n, f"{g}_{n}") for n in names], {})
+                parts.append(f"(?P<{g}>{_regex(route.template, g + '_')})")
+            by_template[route.template][2].setdefault(route.method, i)  # the first in table order
+        groups = {g: (names, methods) for g, names, methods in by_template.values()}
+        return re.compile("^(?:" + "|".join(parts) + ")$"), groups
 
     def action(self, raw_path: str, req: VaultRequest, checked: Checked | None) -> Callable[[Tx, AuditWriter], VaultOutcome]:
         """The group-commit action for one request (``checked``: a login's checked signature)."""
@@ -214,6 +240,11 @@ class VaultFront:
         if outcome.flatten and isinstance(data, dict):
             out = {**data, **out}
         return Answer(outcome.status, json.dumps(out).encode())
+
+
+def _regex(template: str, prefix: str = "") -> str:
+    regex = re.escape(template).replace(r"\{path\*\}", f"(?P<{prefix}path>.*)")
+    return re.sub(r"\\\{(\w+)\\\}", lambda m: f"(?P<{prefix}{m.group(1)}>[^/]+)", regex)
 
 
 def _self_caller(ctx: Ctx) -> Caller:

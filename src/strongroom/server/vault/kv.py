@@ -124,7 +124,7 @@ class KvV2:
             value = None
         if not isinstance(value, dict):
             raise Invalid("this deposit was not written as a KV secret (its content is not a JSON object)")
-        jsonshape.check(value, "this deposit cannot be read as a KV secret")  # (written through the deposit API)
+        jsonshape.check_text(raw, value, "this deposit cannot be read as a KV secret")  # (written through the deposit API)
         return 200, {"data": value, "metadata": meta}
 
     def write(self, ctx: Ctx, path: str, body: dict[str, Any]) -> dict[str, Any]:
