@@ -1,8 +1,8 @@
 """The Vault-compatible API side by side with OpenBao (strongroom/bench/vault.py): KV v2 read and
 write, transit encrypt and decrypt of 32 bytes, a 1,000-item batch encrypt, 16 connections, TLS
-and audit on, rounds alternating; --json stores the run for docs/BENCHMARKS.md.
+and audit on, each round in another order (balanced over four rounds); --json stores the run for docs/BENCHMARKS.md.
 
-    .venv/bin/python bench/vault_pair.py --rounds 5 --seconds 3 --json docs/bench/pairs/vault.json
+    .venv/bin/python bench/vault_pair.py --rounds 8 --seconds 3 --json docs/bench/pairs/vault.json
     .venv/bin/python bench/vault_pair.py --base /tmp/base/src ...   # a build before a change, in the same rounds
 """
 

@@ -13,12 +13,26 @@ import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from strongroom.bench.procs import CpuWindow
 from strongroom.client import Client
 
 LUA = Path(__file__).with_name("wrk_presigned.lua")
 
+
+
+def round_order(items: list[Any], r: int) -> list[Any]:
+    """The order of round ``r``: the first two swapped every other round and the whole reversed
+    every other pair of rounds, so over four rounds neither of the first two (a build and the
+    build before it) keeps one place or one neighbour -- reversing alone leaves the middle one of
+    three always in the middle, always right after or before the third."""
+    seq = list(items)
+    if r % 2 == 1 and len(seq) > 1:
+        seq[0], seq[1] = seq[1], seq[0]
+    if r // 2 % 2 == 1:
+        seq.reverse()
+    return seq
 
 @dataclass
 class LoadResult:

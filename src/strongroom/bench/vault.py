@@ -1,7 +1,7 @@
 """The Vault-compatible API side by side with OpenBao: the same wrk load generator and the same
 requests (KV v2 read and write, transit encrypt and decrypt of 32 bytes, a 1,000-item batch
-encrypt) at 16 connections, both over TLS with their audit on, rounds alternating between the two
-servers; Strongroom's rate over OpenBao's per round, and each one's p99."""
+encrypt) at 16 connections, both over TLS with their audit on, each round's order changed
+(load.round_order); Strongroom's rate over OpenBao's per round, and each one's p99."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def run(
             for op in OPS:
                 runs: dict[str, list[load.LoadResult]] = {t.name: [] for t in targets}
                 for i in range(rounds):
-                    for t in targets if i % 2 == 0 else targets[::-1]:
+                    for t in load.round_order(targets, i):
                         runs[t.name].append(t.drive(op, conns, seconds))
                 ratios = [a.rate / b.rate for a, b in zip(runs["strongroom"], runs["openbao"], strict=True) if b.rate]
                 med = {n: sorted(rs, key=lambda x: x.rate)[len(rs) // 2] for n, rs in runs.items()}
