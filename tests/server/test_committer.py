@@ -14,7 +14,7 @@ import pytest
 
 from strongroom.server import audit, barrier, storage
 from strongroom.server import repository as repo
-from strongroom.server.committer import GroupCommitter
+from strongroom.server.committer import GroupCommitter, Outcome
 from strongroom.server.datadir import DataDir
 from strongroom.server.errors import Denied, Refused
 from strongroom.server.setup import init_server
@@ -57,9 +57,15 @@ def _count_statements(store: storage.Store, monkeypatch: pytest.MonkeyPatch) -> 
     return seen
 
 
-def _run(c: GroupCommitter, actions: list[Any]) -> list[Future[Any]]:
-    batch = [(fn, Future()) for fn in actions]
-    c.run_now(batch)  # type: ignore[arg-type]
+@pytest.fixture(params=[Future, Outcome], ids=["future", "outcome"])
+def slot(request: pytest.FixtureRequest) -> Any:
+    """Where results go: a Future (a caller in another thread) or an Outcome (the writer's own)."""
+    return request.param
+
+
+def _run(c: GroupCommitter, actions: list[Any], slot: Any = Future) -> list[Any]:
+    batch = [(fn, slot()) for fn in actions]
+    c.run_now(batch)
     return [f for _fn, f in batch]
 
 
@@ -94,11 +100,11 @@ def _log_and_meta(store: storage.Store, bar: barrier.Barrier, data: DataDir) -> 
 
 
 def test_a_batch_that_succeeds_runs_without_savepoints(
-    committer: tuple[GroupCommitter, storage.Store, barrier.Barrier, DataDir], monkeypatch: pytest.MonkeyPatch
+    committer: tuple[GroupCommitter, storage.Store, barrier.Barrier, DataDir], monkeypatch: pytest.MonkeyPatch, slot: Any
 ) -> None:
     c, store, bar, data = committer
     seen = _count_statements(store, monkeypatch)
-    futs = _run(c, [_writes("a"), _refuses, _writes("c")])
+    futs = _run(c, [_writes("a"), _refuses, _writes("c")], slot)
     assert futs[0].result() == "a" and futs[2].result() == "c"
     assert isinstance(futs[1].exception(), Denied)
     assert "SAVEPOINT" not in seen
@@ -106,11 +112,11 @@ def test_a_batch_that_succeeds_runs_without_savepoints(
 
 
 def test_a_failed_action_is_undone_alone_with_its_entries(
-    committer: tuple[GroupCommitter, storage.Store, barrier.Barrier, DataDir], monkeypatch: pytest.MonkeyPatch
+    committer: tuple[GroupCommitter, storage.Store, barrier.Barrier, DataDir], monkeypatch: pytest.MonkeyPatch, slot: Any
 ) -> None:
     c, store, bar, data = committer
     seen = _count_statements(store, monkeypatch)
-    futs = _run(c, [_writes("a"), _refuses, _writes("b", fail=True), _reads_log, _writes("c")])
+    futs = _run(c, [_writes("a"), _refuses, _writes("b", fail=True), _reads_log, _writes("c")], slot)
     assert futs[0].result() == "a" and futs[4].result() == "c"
     assert isinstance(futs[1].exception(), Denied)
     assert isinstance(futs[2].exception(), ValueError)
@@ -138,3 +144,17 @@ def test_rewinding_past_written_entries_is_refused(
         with pytest.raises(RuntimeError, match="rewinding past"):
             aw.rewind((0, b"", 5))
         aw.flush()
+
+
+def test_an_outcome_is_read_only_once_settled() -> None:
+    o = Outcome()
+    assert not o.done()
+    with pytest.raises(RuntimeError):
+        o.result()
+    o.set_exception(Denied("no"))
+    assert o.done() and isinstance(o.exception(), Denied)
+    with pytest.raises(Denied):
+        o.result()
+    ok = Outcome()
+    ok.set_result(None)
+    assert ok.exception() is None and ok.result() is None

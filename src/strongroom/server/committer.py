@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from strongroom.server import audit as audit_mod
 from strongroom.server import barrier as barrier_mod
@@ -52,6 +52,47 @@ class BatchStats:
         self.batches += 1
         self.actions += actions
         self.seconds += seconds
+
+
+class Settle(Protocol):
+    """Where a batch member's result goes: a Future for a caller in another thread, an Outcome
+    for one in the committing thread."""
+
+    def set_result(self, result: Any, /) -> None: ...
+    def set_exception(self, exception: BaseException | None, /) -> None: ...
+    def done(self) -> bool: ...
+
+
+class Outcome:
+    """A batch member's result for a caller in the committing thread (the writer process): what
+    a Future holds, without the lock and condition a Future makes for waiters in other threads
+    (both on every request's path)."""
+
+    __slots__ = ("_value", "_error", "_done")
+
+    def __init__(self) -> None:
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._done = False
+
+    def set_result(self, result: Any, /) -> None:
+        self._value, self._done = result, True
+
+    def set_exception(self, exception: BaseException | None, /) -> None:
+        self._error, self._done = exception, True
+
+    def done(self) -> bool:
+        return self._done
+
+    def exception(self) -> BaseException | None:
+        if not self._done:
+            raise RuntimeError("the batch has not run")
+        return self._error
+
+    def result(self) -> Any:
+        if self.exception() is not None:
+            raise self._error  # type: ignore[misc]
+        return self._value
 
 
 def _sealed() -> Sealed:
@@ -126,7 +167,7 @@ class GroupCommitter:
             return done
         return self._head_flusher().submit(self.head_file.sync)  # runs while the database commits
 
-    def _drain(self, batch: list[tuple[Action, Future[Any]]]) -> None:
+    def _drain(self, batch: list[tuple[Action, Settle]]) -> None:
         while len(batch) < MAX_BATCH:
             try:
                 batch.append(self._queue.get_nowait())
@@ -142,7 +183,7 @@ class GroupCommitter:
                 continue
             self.run_now([item])
 
-    def run_now(self, batch: list[tuple[Action, Future[Any]]]) -> None:
+    def run_now(self, batch: list[tuple[Action, Settle]]) -> None:
         """Run one batch (plus whatever is queued) in the calling thread; every future ends up done."""
         try:
             self._run(batch)
@@ -152,14 +193,14 @@ class GroupCommitter:
                 if not fut.done():
                     fut.set_exception(Unavailable("the server could not complete the request"))
 
-    def _run(self, batch: list[tuple[Action, Future[Any]]]) -> None:
+    def _run(self, batch: list[tuple[Action, Settle]]) -> None:
         t0 = time.perf_counter()
         try:
             self._run_batch(batch)
         finally:
             self.stats.record(len(batch), time.perf_counter() - t0)
 
-    def _run_batch(self, batch: list[tuple[Action, Future[Any]]]) -> None:
+    def _run_batch(self, batch: list[tuple[Action, Settle]]) -> None:
         try:
             key = self.barrier.audit_key()
         except barrier_mod.SealedError:
@@ -191,14 +232,14 @@ class GroupCommitter:
                 fut.set_exception(value)
 
     def _attempt(
-        self, batch: list[tuple[Action, Future[Any]]], key: bytes, guarded: bool
-    ) -> tuple[list[tuple[Future[Any], bool, Any]], tuple[int, bytes], Future[None] | None] | None:
+        self, batch: list[tuple[Action, Settle]], key: bytes, guarded: bool
+    ) -> tuple[list[tuple[Settle, bool, Any]], tuple[int, bytes], Future[None] | None] | None:
         """Run the batch in one transaction: (outcomes, chain head after, the head line's flush),
         or None if it found the server sealed.  Unguarded, actions run without savepoints (two
         statements each saved) and the first that fails outside a refusal undoes the whole
         transaction (_Undo): the caller runs the batch again guarded, each action in a savepoint,
         so the failed one is undone alone."""
-        outcomes: list[tuple[Future[Any], bool, Any]] = []
+        outcomes: list[tuple[Settle, bool, Any]] = []
         synced: Future[None] | None = None
         with self.store.action() as (tx, seq, mac):
             # Drain only now, holding the write lock: whatever queued while we waited for

@@ -23,14 +23,13 @@ import signal
 import socket
 import struct
 import time
-from concurrent.futures import Future
 from typing import Any
 
 from strongroom.server import actions, audit, errors
 from strongroom.server import barrier as barrier_mod
 from strongroom.server import messages as m
 from strongroom.server import storage as st
-from strongroom.server.committer import SETTLE_IDLE
+from strongroom.server.committer import SETTLE_IDLE, Outcome, Settle
 from strongroom.server.datadir import DataDir
 from strongroom.server.messages import Frames, failure, frame, frame_limit
 from strongroom.server.nodes import NodeAgent
@@ -147,10 +146,10 @@ class Writer:
 
     def _commit(self, work: list[tuple[socket.socket, m.Call]]) -> None:
         replies: dict[socket.socket, list[bytes]] = {}
-        batch: list[tuple[Any, Future[Any]]] = []
-        answers: list[tuple[socket.socket, m.Call, Future[Any]]] = []
+        batch: list[tuple[Any, Settle]] = []
+        answers: list[tuple[socket.socket, m.Call, Outcome]] = []
         for conn, call in work:
-            fut: Future[Any] = Future()
+            fut = Outcome()
             if isinstance(call.body, m.Stats):
                 s = self.service.committer.stats
                 fut.set_result({"batches": s.batches, "actions": s.actions, "seconds": s.seconds})
