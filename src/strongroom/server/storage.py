@@ -104,14 +104,11 @@ def make_engine(url: str) -> Engine:
 
 
 
-def _text_ok(params: Sequence[Any]) -> Sequence[Any]:
-    """``params``, refused (400) when a text value holds a NUL: PostgreSQL cannot store one (it
-    failed there as a 500 while SQLite kept it), so both databases refuse it alike, whatever
-    request field it came from."""
-    for p in params:
-        if type(p) is str and "\x00" in p:
-            raise BadRequest("text may not contain NUL characters")
-    return params
+def _nul() -> BadRequest:
+    """A text value held a NUL: PostgreSQL cannot store one (it failed there as a 500 while
+    SQLite kept it), so both databases refuse it alike (400), whatever request field it came
+    from.  The check is written out in each method below: it runs on every statement."""
+    return BadRequest("text may not contain NUL characters")
 
 
 class Tx:
@@ -134,10 +131,16 @@ class Tx:
         return q
 
     def all(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-        return list(self._conn.execute(self._sql(sql), _text_ok(params)).fetchall())
+        for p in params:
+            if type(p) is str and "\x00" in p:
+                raise _nul()
+        return list(self._conn.execute(self._sql(sql), params).fetchall())
 
     def one(self, sql: str, *params: Any) -> tuple[Any, ...] | None:
-        row = self._conn.execute(self._sql(sql), _text_ok(params)).fetchone()
+        for p in params:
+            if type(p) is str and "\x00" in p:
+                raise _nul()
+        row = self._conn.execute(self._sql(sql), params).fetchone()
         return tuple(row) if row is not None else None
 
     def value(self, sql: str, *params: Any) -> Any:
@@ -146,11 +149,16 @@ class Tx:
 
     def run(self, sql: str, *params: Any) -> int:
         """Execute; returns the number of rows changed."""
-        return int(self._conn.execute(self._sql(sql), _text_ok(params)).rowcount)
+        for p in params:
+            if type(p) is str and "\x00" in p:
+                raise _nul()
+        return int(self._conn.execute(self._sql(sql), params).rowcount)
 
     def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         for row in rows:
-            _text_ok(row)
+            for p in row:
+                if type(p) is str and "\x00" in p:
+                    raise _nul()
         if self._pg:
             with self._conn.cursor() as cur:
                 cur.executemany(self._sql(sql), rows)
