@@ -430,7 +430,10 @@ Before and after a change, the two builds run side by side in one process, alter
 (`bench/keyserver_pair.py`, `bench/fs_small_pair.py`, `bench/fs_big_pair.py`, each with `--base`
 another checkout's `src` and `--json docs/bench/pairs/KIND.json`); the report below shows the
 latest of each; `bench/fs_db_pair.py` puts a database's data directory on the plain disk, gocryptfs
-and Strongroom in one run (pgbench and fio, `--json docs/bench/pairs/fs_db.json`).
+and Strongroom in one run (pgbench and fio, `--json docs/bench/pairs/fs_db.json`), and
+`bench/vault_pair.py` the Vault-compatible API beside OpenBao (with `--base`, the build before too:
+three servers, each round in another order, balanced over four rounds so that neither build keeps
+one place or one neighbour; `--json docs/bench/pairs/vault.json`).
 `python -m strongroom.bench.report docs/bench/results.json --doc docs/BENCHMARKS.md`
 redraws this file from the stored results without running anything."""
 
