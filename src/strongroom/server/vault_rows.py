@@ -191,25 +191,21 @@ def count_tokens(tx: Tx, client_id: str) -> int:
 
 
 def kv_gate(tx: Tx, deposit_id: int, version: int) -> tuple[int, float | None, bool] | None:
-    """What KV v2 says of one version before it is read: (oldest version kept, when it is or was
-    deleted (by hand or by delete_version_after), destroyed), or None for a deposit KV v2 never
-    touched."""
+    """What KV v2 says of one version before it is read: (oldest version kept, when it is, was or
+    will be deleted (by hand, or stamped at its write by delete_version_after), destroyed), or
+    None for a deposit KV v2 never touched."""
     row = tx.one(
-        "SELECT s.oldest_version, s.delete_version_after, "
+        "SELECT s.oldest_version, "
         "(SELECT deleted_at FROM kv_versions v WHERE v.deposit_id = s.deposit_id AND v.version = ?), "
-        "(SELECT destroyed FROM kv_versions v WHERE v.deposit_id = s.deposit_id AND v.version = ?), "
-        "(SELECT created FROM deposit_versions v WHERE v.deposit_id = s.deposit_id AND v.version = ?) "
+        "(SELECT destroyed FROM kv_versions v WHERE v.deposit_id = s.deposit_id AND v.version = ?) "
         "FROM kv_settings s WHERE s.deposit_id = ?",
-        version,
         version,
         version,
         deposit_id,
     )
     if row is None:
         return None
-    oldest, after, deleted_at, destroyed, created = row
-    if deleted_at is None and after and created is not None:
-        deleted_at = float(created) + int(after)  # delete_version_after: deleted once that old
+    oldest, deleted_at, destroyed = row
     return int(oldest), None if deleted_at is None else float(deleted_at), bool(destroyed)
 
 

@@ -100,12 +100,15 @@ def test_delete_version_after_takes_effect_at_its_second(vault: tuple[Vault, str
     v, t = vault
     v.call("POST", "secret/data/e", t, {"data": {"n": 1}})
     assert v.call("POST", "secret/metadata/e", t, {"delete_version_after": "1h"}).status == 204
+    v.call("POST", "secret/data/e", t, {"data": {"n": 2}})  # written while it is set: stamped
     v.host.clock.now = START + 3599
     assert v.call("GET", "secret/data/e", t).status == 200
     v.host.clock.now = START + 3600
     assert v.call("GET", "secret/data/e", t).status == 404
     with pytest.raises(NotFound, match="deleted"):
         v.host.get("e")
+    # the version written before it was set is left alone, as OpenBao leaves it
+    assert v.call("GET", "secret/data/e?version=1", t).status == 200
     assert v.call("GET", "secret/metadata/e", t).data["delete_version_after"] == "1h0m0s"
 
 

@@ -29,7 +29,7 @@ from strongroom.server.messages import Checked, VaultOutcome, VaultRequest
 from strongroom.server.request import VAULT_PREFIXES, raw_path, read_body, signed_request
 from strongroom.server.service import Service
 from strongroom.server.storage import Tx
-from strongroom.server.vault import jsonshape, routes
+from strongroom.server.vault import durations, jsonshape, routes
 from strongroom.server.vault import policy as pol
 from strongroom.server.vault.call import Call, Handler, Plain, VaultRoute
 from strongroom.server.vault.errors import Invalid, Missing, PermissionDenied, errors_of
@@ -192,8 +192,12 @@ class VaultFront:
     async def _answer(self, scope: Scope, receive: Receive) -> Answer:
         method = scope["method"]
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True))
-        if method == "LIST" or method == "GET" and query.get("list") == "true":
-            method = "LIST"
+        if method == "GET" and query.get("list"):
+            listing = _GO_BOOL.get(query["list"])  # Go's strconv.ParseBool, as Vault reads it
+            if listing is None:
+                raise Invalid("")  # Vault's answer: 400 with no message
+            if listing:
+                method = "LIST"
         elif method == "PUT":
             method = "POST"
         elif method == "HEAD":
@@ -210,14 +214,22 @@ class VaultFront:
             jsonshape.check(parsed)
             if not isinstance(parsed, dict):
                 raise Invalid("failed to parse JSON input: the body must be a JSON object")
-            body = parsed
+            body = {k: v for k, v in parsed.items() if v is not None}  # null is "not given", as Vault reads fields
         path = scope["path"][len("/v1/") :]
+        if method == "LIST" and path.endswith("/"):
+            path = path[:-1]  # a listing's path is the same with or without its trailing slash
+        headers = dict(scope.get("headers", []))
+        namespace = headers.get(b"x-vault-namespace", b"").decode("latin-1").strip()
+        if namespace:
+            _in_namespace(path, namespace.strip("/") in ("", "root"))  # only the root namespace exists here
+        wrap = headers.get(b"x-vault-wrap-ttl")
+        if wrap is not None and _wrap_ttl(wrap.decode("latin-1")):
+            raise Invalid("response wrapping is not supported by this server: ask without X-Vault-Wrap-TTL")
         index, params = self.engine.match(method, path)
         route = self.engine.routes[index]
         # a secret's own values may hold any JSON string; nothing else that is stored or audited may
         kv_data = method in ("POST", "PATCH") and route.template.endswith("/data/{path*}")
         jsonshape.no_nul(path, query, {k: v for k, v in body.items() if not (kv_data and k == "data")})
-        headers = dict(scope.get("headers", []))
         token = headers.get(b"x-vault-token", b"").decode("latin-1").strip()
         if not token:
             bearer = headers.get(b"authorization", b"").decode("latin-1")
@@ -240,6 +252,35 @@ class VaultFront:
         if outcome.flatten and isinstance(data, dict):
             out = {**data, **out}
         return Answer(outcome.status, json.dumps(out).encode())
+
+
+_GO_BOOL = {v: True for v in ("1", "t", "T", "TRUE", "true", "True")}
+_GO_BOOL |= {v: False for v in ("0", "f", "F", "FALSE", "false", "False")}
+# What a request naming a namespace may reach (OpenBao's answers for one that does not exist).
+_ANY_NAMESPACE = frozenset({"sys/seal-status", "sys/leader"})
+_ROOT_ONLY = frozenset({"sys/health", "sys/init"})
+
+
+class NamespaceMissing(ApiError):
+    status, code = 404, "not_found"
+
+
+def _wrap_ttl(value: str) -> int:
+    """The wrapping TTL a request asks for (0: none), read as Vault reads it."""
+    try:
+        return durations.seconds(value, "X-Vault-Wrap-TTL")
+    except Invalid as e:
+        raise Invalid(f"error parsing X-Vault-Wrap-TTL header: {e.message}") from None
+
+
+def _in_namespace(path: str, root: bool) -> None:
+    """A request that names a namespace: health and init refuse any (the root named included, as
+    OpenBao does), and every other path but the seal's and the leader's refuses one that is not
+    the root."""
+    if path in _ROOT_ONLY:
+        raise Invalid("operation unavailable in namespaces")
+    if not root and path not in _ANY_NAMESPACE:
+        raise NamespaceMissing("namespace not found")
 
 
 def _regex(template: str, prefix: str = "") -> str:

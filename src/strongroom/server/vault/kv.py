@@ -44,12 +44,10 @@ States = dict[int, tuple[float | None, bool]]
 
 
 def _deleted_at(s: KvSettingsRow, v: int, times: dict[int, float], states: States) -> float | None:
-    """When version ``v`` is or was deleted: by hand, or by delete_version_after."""
-    deleted_at = states.get(v, (None, False))[0]
-    created = times.get(v)
-    if deleted_at is None and s.delete_version_after and created is not None:
-        deleted_at = created + s.delete_version_after
-    return deleted_at
+    """When version ``v`` is, was or will be deleted: by hand, or by the delete_version_after in
+    force when it was written (stamped then, as OpenBao does: setting it later leaves the versions
+    already written alone)."""
+    return states.get(v, (None, False))[0]
 
 
 def _versions_arg(body: dict[str, Any]) -> list[int]:
@@ -175,7 +173,11 @@ class KvV2:
             vault_rows.set_kv_settings(ctx.tx, dep.id, s)  # marks the deposit as a KV secret from its first version
         times = self.service.barrier.version_times(ctx.tx, dep.id)
         v = int(out["version"])
-        meta = self._version_meta(dep, s, v, times, {})
+        states: States = {}
+        if s.delete_version_after and v in times:
+            states[v] = (times[v] + s.delete_version_after, False)
+            vault_rows.set_kv_version_state(ctx.tx, dep.id, v, states[v][0], False)
+        meta = self._version_meta(dep, s, v, times, states)
         return {**meta, "custom_metadata": self._custom(s), "version": v}
 
     # -- versions ------------------------------------------------------------------------------
@@ -203,7 +205,7 @@ class KvV2:
             deleted_at, destroyed = states.get(v, (None, False))
             if destroyed:
                 continue
-            if op == "delete" and deleted_at is None:
+            if op == "delete" and (deleted_at is None or deleted_at > now):  # a scheduled deletion comes now
                 vault_rows.set_kv_version_state(ctx.tx, dep.id, v, now, False)
             elif op == "undelete" and deleted_at is not None:
                 vault_rows.set_kv_version_state(ctx.tx, dep.id, v, None, False)

@@ -109,7 +109,7 @@ def _health(p: Plain) -> tuple[int, dict[str, Any]]:
 
 def _seal_status(p: Plain) -> tuple[int, dict[str, Any]]:
     return 200, {
-        "type": "strongroom",
+        "type": "shamir",  # the passphrase is Shamir's one-of-one case
         "initialized": True,
         "sealed": p.service.barrier.sealed,
         "t": 1,
@@ -266,6 +266,9 @@ def _openapi(p: Plain) -> tuple[int, dict[str, Any]]:
 def _sys(add: Any) -> None:
     add("GET", "sys/health", _health, None, authenticated=False)
     add("GET", "sys/seal-status", _seal_status, None, authenticated=False)
+    add("GET", "sys/init", lambda p: (200, {"initialized": True}), None, authenticated=False)
+    # every server on one database serves every request: no leader, no standby (Vault's non-HA answer)
+    add("GET", "sys/leader", lambda p: (200, {"ha_enabled": False}), None, authenticated=False)
     add("GET", "sys/internal/ui/mounts", _ui_mounts, None)
     add("GET", "sys/internal/ui/mounts/{path*}", _ui_mount, None)
     add("GET", "sys/mounts", _sys_mounts, "read")

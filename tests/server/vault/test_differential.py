@@ -1,0 +1,237 @@
+"""Issue 38's differences, each checked against OpenBao in the same test: the status and the
+answer's fields for the same request, case by case.  Clients: hvac and the bao CLI where they
+send the request; curl where no client does (a JSON null, a namespace header on a sys path,
+Vault's list query forms), as a client's odd but legal request."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import hvac.exceptions as hx
+import pytest
+
+from tests.server.vault.reference import BAO, Target, targets  # noqa: F401 - the fixture
+
+
+def curl(t: Target, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    """One request with curl: (status, the parsed answer or None)."""
+    cmd = ["curl", "-sS", "-o", "-", "-w", "\n%{http_code}", "-X", method, "-H", f"X-Vault-Token: {t.root_token}"]
+    if isinstance(t.ca, str):
+        cmd += ["--cacert", t.ca]
+    for k, v in (headers or {}).items():
+        cmd += ["-H", f"{k}: {v}"]
+    if body is not None:
+        cmd += ["-H", "Content-Type: application/json", "--data-binary", json.dumps(body)]
+    out = subprocess.run([*cmd, t.url + "/v1/" + path], capture_output=True, text=True, timeout=30, check=True).stdout
+    text, _, status = out.rpartition("\n")
+    try:
+        parsed = json.loads(text) if text.strip() else None
+    except ValueError:
+        parsed = text
+    return int(status), parsed
+
+
+def _shape(status: int, answer: Any) -> tuple[int, Any]:
+    """What must agree: the status, the top-level keys, and data's keys (values vary by nature)."""
+    if not isinstance(answer, dict):
+        return status, None
+    data = answer.get("data")
+    return status, (sorted(answer), sorted(data) if isinstance(data, dict) else data)
+
+
+def _both(targets: dict[str, Target], fn: Any) -> tuple[Any, Any]:  # noqa: F811
+    return fn(targets["openbao"]), fn(targets["strongroom"])
+
+
+# -- sys/init, sys/leader, sys/seal-status, bao status ------------------------------------------
+@pytest.mark.parametrize("path", ["sys/init", "sys/leader", "sys/seal-status"])
+def test_the_unauthenticated_sys_reads_answer_as_openbao_does(targets: dict[str, Target], path: str) -> None:  # noqa: F811
+    ref, ours = _both(targets, lambda t: curl(t, "GET", path))
+    assert _shape(*ours) == _shape(*ref)
+    if path != "sys/seal-status":  # cluster names, versions and storage differ by nature
+        assert ours == ref
+
+
+def test_hvac_sees_an_initialized_unsealed_server(targets: dict[str, Target]) -> None:  # noqa: F811
+    ref, ours = _both(targets, lambda t: (t.client().sys.is_initialized(), t.client().sys.is_sealed()))
+    assert ours == ref == (True, False)
+    ref, ours = _both(targets, lambda t: t.client().sys.read_leader_status())
+    assert ours == ref
+
+
+def test_bao_status_exits_zero_with_the_same_fields(targets: dict[str, Target]) -> None:  # noqa: F811
+    def status(t: Target) -> tuple[int, list[str], Any]:
+        p = subprocess.run([str(BAO), "status", "-format=json"], capture_output=True, text=True, timeout=60, env=_env(t))
+        out = json.loads(p.stdout) if p.stdout.strip() else {}
+        return p.returncode, sorted(out), (out.get("type"), out.get("initialized"), out.get("sealed"), out.get("ha_enabled"))
+
+    ref, ours = _both(targets, status)
+    assert ours == ref and ours[0] == 0
+
+
+def _env(t: Target) -> dict[str, str]:
+    import os
+
+    return {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), "BAO_TOKEN": t.root_token, **t.env}
+
+
+# -- durations as Go and Java clients send them ------------------------------------------------
+ACCEPTED = ["3600s0ns", "0s0ns", "1h0m0s", "1.5h", "1h30m", "90", "7d", "0", "", ".5h", "5.h", "1µs", "2h45m30s", "+1h"]
+REFUSED = ["1d2h", "1x", "h", "1.5", "1 h", " 1h", "1h ", "١h", "1e3s", "1.5d", "--1h", "."]
+
+
+@pytest.mark.parametrize("value", ACCEPTED + REFUSED)
+def test_kv_metadata_durations_are_read_as_openbao_reads_them(targets: dict[str, Target], value: str) -> None:  # noqa: F811
+    def write(t: Target) -> tuple[int, Any]:
+        v = t.client()
+        v.secrets.kv.v2.create_or_update_secret("durations/x", {"a": "b"})
+        try:
+            v.secrets.kv.v2.update_metadata("durations/x", delete_version_after=value)
+        except hx.InvalidRequest:
+            return 400, None
+        return 204, v.secrets.kv.v2.read_secret_metadata("durations/x")["data"]["delete_version_after"]
+
+    ref, ours = _both(targets, write)
+    assert ours == ref
+    assert (ours[0] == 204) is (value in ACCEPTED)  # the lists say what OpenBao does
+
+
+# -- JSON null is "not given" --------------------------------------------------------------------
+def test_null_optional_fields_are_unset(targets: dict[str, Target]) -> None:  # noqa: F811
+    fields = {"ttl": None, "explicit_max_ttl": None, "num_uses": None, "policies": None, "display_name": None}
+    ref, ours = _both(targets, lambda t: curl(t, "POST", "auth/token/create", {**fields, "renewable": None, "meta": None}))
+    assert ours[0] == ref[0] == 200
+    assert ours[1]["auth"]["policies"] == ref[1]["auth"]["policies"]
+    ref, ours = _both(targets, lambda t: curl(t, "POST", "secret/data/nulls/x", {"data": {"a": 1}, "options": None}))
+    assert ours[0] == ref[0] == 200
+    meta = {"max_versions": None, "cas_required": None, "delete_version_after": None, "custom_metadata": None}
+    ref, ours = _both(targets, lambda t: curl(t, "POST", "secret/metadata/nulls/x", meta))
+    assert ours[0] == ref[0] == 204
+
+
+# -- list: the LIST verb, ?list= as Go reads a bool, trailing slashes ----------------------------
+LISTS = [
+    ("GET", "secret/metadata/lists?list=true"),
+    ("GET", "secret/metadata/lists?list=1"),
+    ("GET", "secret/metadata/lists?list=t"),
+    ("GET", "secret/metadata/lists?list=TRUE"),
+    ("GET", "secret/metadata/lists?list=True"),
+    ("GET", "secret/metadata/lists/?list=true"),
+    ("GET", "secret/metadata/lists?list=false"),
+    ("GET", "secret/metadata/lists?list=yes"),
+    ("GET", "secret/metadata/lists?list="),
+    ("LIST", "secret/metadata/lists"),
+    ("LIST", "secret/metadata/lists/"),
+    ("LIST", "secret/metadata"),
+    ("LIST", "secret/metadata/"),
+    ("GET", "transit/keys?list=true"),
+    ("GET", "transit/keys/?list=1"),
+    ("LIST", "transit/keys"),
+    ("LIST", "transit/keys/"),
+    ("GET", "transit/keys/listed/"),
+    ("POST", "transit/keys/listed?list=true"),
+]
+
+
+def _keys(answer: Any) -> Any:
+    data = answer.get("data") if isinstance(answer, dict) else None
+    keys = data.get("keys") if isinstance(data, dict) else None
+    return keys if isinstance(keys, list) else None  # a transit key's own "keys" are its versions' times
+
+
+def test_every_list_form_answers_as_openbao(targets: dict[str, Target]) -> None:  # noqa: F811
+    for t in targets.values():
+        assert curl(t, "POST", "secret/data/lists/a", {"data": {"k": "v"}})[0] == 200
+        assert curl(t, "POST", "transit/keys/listed", {})[0] in (200, 204)
+    mismatches = []
+    for method, path in LISTS:
+        ref, ours = _both(targets, lambda t, m=method, p=path: curl(t, m, p))
+        keys = [(s, _keys(a) if s == 200 else None) for s, a in (ref, ours)]
+        if keys[0] != keys[1] or ref[0] != ours[0]:
+            mismatches.append(f"{method} {path}: openbao {ref[0]} {keys[0][1]}, strongroom {ours[0]} {keys[1][1]}")
+    assert not mismatches, "\n".join(mismatches)
+
+
+# -- X-Vault-Namespace ---------------------------------------------------------------------------
+NAMESPACED = [
+    ("GET", "secret/data/lists/a"),
+    ("GET", "sys/health"),
+    ("GET", "sys/init"),
+    ("GET", "sys/leader"),
+    ("GET", "sys/seal-status"),
+    ("GET", "sys/mounts"),
+    ("GET", "auth/token/lookup-self"),
+    ("POST", "transit/encrypt/listed"),
+    ("GET", "sys/no-such-route"),
+]
+
+
+@pytest.mark.parametrize("namespace", ["team-a", "team-a/", "root", "/", ""])
+def test_a_namespace_answers_as_one_that_does_not_exist(targets: dict[str, Target], namespace: str) -> None:  # noqa: F811
+    mismatches = []
+    for method, path in NAMESPACED:
+        body = {"plaintext": "aGk="} if method == "POST" else None
+        ref, ours = _both(targets, lambda t, m=method, p=path, b=body: curl(t, m, p, b, {"X-Vault-Namespace": namespace}))
+        errors = [(s, a.get("errors") if isinstance(a, dict) else None) for s, a in (ref, ours)]
+        unknown = path == "sys/no-such-route"  # the text of a plain 404 differs (issue 38, point 11)
+        if ref[0] != ours[0] or (ref[0] >= 400 and errors[0] != errors[1] and not unknown):
+            mismatches.append(f"{method} {path}: openbao {errors[0]}, strongroom {errors[1]}")
+    assert not mismatches, "\n".join(mismatches)
+
+
+def test_hvac_with_a_namespace_gets_namespace_not_found(targets: dict[str, Target]) -> None:  # noqa: F811
+    def read(t: Target) -> Any:
+        import hvac
+
+        c = hvac.Client(url=t.url, token=t.root_token, verify=t.ca, namespace="team-a")
+        try:
+            c.secrets.kv.v2.read_secret_version("lists/a", raise_on_deleted_version=True)
+        except hx.InvalidPath as e:
+            return 404, e.errors
+        return 200, None
+
+    ref, ours = _both(targets, read)
+    assert ours == ref == (404, ["namespace not found"])
+
+
+# -- delete_version_after applies to the versions written after it is set ----------------------
+def test_delete_version_after_leaves_earlier_versions_alone(targets: dict[str, Target]) -> None:  # noqa: F811
+    def run(t: Target) -> list[Any]:
+        v = t.client()
+        kv = v.secrets.kv.v2
+        kv.create_or_update_secret("dva/x", {"n": "1"})
+        kv.update_metadata("dva/x", delete_version_after="1s")  # old enough to be past at once
+        kv.create_or_update_secret("dva/x", {"n": "2"})
+        kv.update_metadata("dva/x", delete_version_after="1h")
+        kv.create_or_update_secret("dva/x", {"n": "3"})
+        versions = kv.read_secret_metadata("dva/x")["data"]["versions"]
+        import time
+
+        time.sleep(1.5)
+        reads = []
+        for n in (1, 2, 3):
+            try:
+                reads.append(kv.read_secret_version("dva/x", version=n, raise_on_deleted_version=True)["data"]["data"]["n"])
+            except hx.InvalidPath:
+                reads.append(None)
+        kv.undelete_secret_versions("dva/x", versions=[2])
+        again = kv.read_secret_version("dva/x", version=2, raise_on_deleted_version=True)["data"]["data"]["n"]
+        return [bool(versions[k]["deletion_time"]) for k in ("1", "2", "3")] + reads + [again]
+
+    ref, ours = _both(targets, run)
+    assert ours == ref == [False, True, True, "1", None, "3", "2"]
+
+
+# -- X-Vault-Wrap-TTL: a bad value is refused as OpenBao refuses it; wrapping itself is refused --
+@pytest.mark.parametrize(("value", "same"), [("abc", True), ("-5", True), ("1.5", True), ("0", True), ("30s", False)])
+def test_a_wrap_ttl_is_never_ignored(targets: dict[str, Target], value: str, same: bool) -> None:  # noqa: F811
+    for t in targets.values():
+        assert curl(t, "POST", "secret/data/wrap/x", {"data": {"k": "v"}})[0] == 200
+    ref, ours = _both(targets, lambda t: curl(t, "GET", "secret/data/wrap/x", headers={"X-Vault-Wrap-TTL": value}))
+    if same:
+        assert ours[0] == ref[0]
+    else:  # OpenBao wraps; Strongroom refuses (docs/API.md): never the plaintext the client asked to have wrapped
+        assert ref[0] == 200 and ref[1]["wrap_info"] is not None and ref[1]["data"] is None
+        assert ours[0] == 400 and "wrapping is not supported" in ours[1]["errors"][0]
