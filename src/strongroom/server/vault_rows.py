@@ -76,6 +76,20 @@ def revoke_token_tree(tx: Tx, accessor: str) -> int:
     return gone
 
 
+def orphan_children(tx: Tx, accessor: str) -> None:
+    """The tokens made from ``accessor`` lose their parent (revoke-orphan keeps them alive)."""
+    tx.run("UPDATE vault_tokens SET parent = NULL WHERE parent = ?", accessor)
+
+
+def live_token_accessors(tx: Tx, client_id: str, now: float) -> list[str]:
+    rows = tx.all(
+        "SELECT accessor FROM vault_tokens WHERE client_id = ? AND (expires IS NULL OR expires > ?) ORDER BY accessor",
+        client_id,
+        now,
+    )
+    return [str(a) for (a,) in rows]
+
+
 def revoke_client_tokens(tx: Tx, client_id: str) -> int:
     return tx.run("DELETE FROM vault_tokens WHERE client_id = ?", client_id)
 

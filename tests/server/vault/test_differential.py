@@ -235,3 +235,71 @@ def test_a_wrap_ttl_is_never_ignored(targets: dict[str, Target], value: str, sam
     else:  # OpenBao wraps; Strongroom refuses (docs/API.md): never the plaintext the client asked to have wrapped
         assert ref[0] == 200 and ref[1]["wrap_info"] is not None and ref[1]["data"] is None
         assert ours[0] == 400 and "wrapping is not supported" in ours[1]["errors"][0]
+
+
+# -- tokens: lookup, renew and revoke another token, by token or accessor -----------------------
+def _token_script(t: Target) -> list[Any]:
+    v = t.client()
+    tok = v.auth.token
+    out: list[Any] = []
+
+    def step(fn: Any) -> Any:
+        try:
+            r = fn()
+        except hx.VaultError as e:  # the error's class (its status); Go's multierror wraps some texts
+            out.append(("error", type(e).__name__))
+            return None
+        out.append(("ok", sorted(r) if isinstance(r, dict) else r.status_code))
+        return r
+
+    child = tok.create(policies=["default"], ttl="1h")["auth"]
+    token, accessor = child["client_token"], child["accessor"]
+    looked = step(lambda: tok.lookup(token))
+    out.append((sorted(looked["data"]), looked["data"]["id"] == token, looked["data"]["policies"], looked["data"]["path"]))
+    by_acc = step(lambda: tok.lookup_accessor(accessor))
+    out.append((sorted(by_acc["data"]), by_acc["data"]["id"]))
+    renewed = step(lambda: tok.renew(token, increment="2h"))
+    out.append(7100 < renewed["auth"]["lease_duration"] <= 7200)
+    listed = step(lambda: tok.list_accessors())
+    out.append(accessor in listed["data"]["keys"])
+    step(lambda: tok.revoke_accessor(accessor))
+    step(lambda: tok.lookup(token))  # gone: bad token
+    step(lambda: tok.lookup("s.not-a-token"))
+    step(lambda: tok.lookup_accessor("not-an-accessor"))
+    step(lambda: tok.renew("s.not-a-token"))
+    step(lambda: tok.revoke("s.not-a-token"))
+    # a parent revokes its child; revoke-orphan leaves the grandchild alive, without a parent
+    parent = tok.create(policies=["root"], ttl="1h")["auth"]["client_token"]
+    as_parent = t.client(parent)
+    grandchild = as_parent.auth.token.create(policies=["default"], ttl="1h")["auth"]["client_token"]
+    step(lambda: tok.revoke_and_orphan_children(parent))
+    alive = t.client(grandchild).auth.token.lookup_self()["data"]
+    out.append(alive["orphan"])
+    second = tok.create(policies=["default"], ttl="1h")["auth"]["client_token"]
+    step(lambda: tok.revoke(second))
+    step(lambda: t.client(second).auth.token.lookup_self())
+    # what a token with the default policy alone may do to another
+    limited = t.client(tok.create(policies=["default"], ttl="1h")["auth"]["client_token"])
+    step(lambda: limited.auth.token.lookup(t.root_token))
+    step(lambda: limited.auth.token.list_accessors())
+    return out
+
+
+def test_token_lookup_renew_and_revoke_answer_as_openbao(targets: dict[str, Target]) -> None:  # noqa: F811
+    ref, ours = _both(targets, _token_script)
+    mismatches = [f"step {i}: openbao {a}, strongroom {b}" for i, (a, b) in enumerate(zip(ref, ours, strict=True)) if a != b]
+    assert not mismatches, "\n".join(mismatches)
+
+
+def test_bao_token_lookup_and_revoke(targets: dict[str, Target]) -> None:  # noqa: F811
+    def run(t: Target) -> list[Any]:
+        child = t.client().auth.token.create(policies=["default"], ttl="1h")["auth"]["client_token"]
+        seen = []
+        for args in (["token", "lookup", "-format=json", child], ["token", "revoke", child], ["token", "lookup", child]):
+            p = subprocess.run([str(BAO), *args], capture_output=True, text=True, timeout=60, env=_env(t))
+            data = json.loads(p.stdout)["data"] if p.returncode == 0 and "-format=json" in args else None
+            seen.append((p.returncode, sorted(data) if data else None))
+        return seen
+
+    ref, ours = _both(targets, run)
+    assert ours == ref and [code for code, _ in ours] == [0, 0, 2]

@@ -146,3 +146,24 @@ def test_every_call_is_audited_without_tokens_or_values(vault: Vault) -> None:
         assert expected in actions, actions
     for secret in (token, "hunter2-secret", "c2VjcmV0LXBsYWludGV4dA==", "secret-plaintext", ct):
         assert secret not in text
+
+
+def test_another_clients_token_is_a_bad_token_to_every_token_route(vault: Vault) -> None:
+    """Tokens are looked up among the caller's own client's: a root-policy token of client B
+    learns nothing of client A's tokens and cannot renew or revoke them (each client is its own
+    tenant; OpenBao has one)."""
+    mine = vault.login(policies=["root"])
+    child = vault.call("POST", "auth/token/create", mine, {"policies": ["default"], "ttl": "1h"}).body["auth"]
+    other = Vault(vault.host.another("tenant-b"))
+    theirs = other.login(policies=["root"])
+    token, accessor = child["client_token"], child["accessor"]
+    assert other.call("POST", "auth/token/lookup", theirs, {"token": token}).status == 403
+    assert other.call("POST", "auth/token/lookup-accessor", theirs, {"accessor": accessor}).status == 400
+    assert other.call("POST", "auth/token/renew", theirs, {"token": token}).status == 400
+    assert other.call("POST", "auth/token/revoke", theirs, {"token": token}).status == 204  # as for any unknown token
+    assert other.call("POST", "auth/token/revoke-accessor", theirs, {"accessor": accessor}).body["warnings"]
+    assert other.call("POST", "auth/token/revoke-orphan", theirs, {"token": token}).status == 400
+    assert accessor not in other.call("LIST", "auth/token/accessors", theirs).body["data"]["keys"]
+    # and the token is untouched
+    assert vault.call("GET", "auth/token/lookup-self", token).status == 200
+    assert accessor in vault.call("LIST", "auth/token/accessors", mine).body["data"]["keys"]

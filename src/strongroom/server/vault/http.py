@@ -144,7 +144,7 @@ class VaultEngine:
             out = route.handler(call)
             if ctx.audit.seq == before:  # every route that answers leaves an entry, reads included
                 ctx.audit.append(ctx.client.id, "vault." + route.method.lower(), path, "ok", route=route.template)
-            if out is None and call.auth is None:
+            if out is None and call.auth is None and not call.warnings:
                 return VaultOutcome(204, None)
             return VaultOutcome(call.status, out, call.auth, call.warnings, call.flatten)
 

@@ -10,6 +10,13 @@ from typing import Any
 
 from strongroom.server.vault.call import VaultRoute
 
+# JSON Schema of the bodies, for the routes' tables (the fuzz tests use the description).
+STR: dict[str, Any] = {"type": "string"}
+INT: dict[str, Any] = {"type": "integer"}
+BOOL: dict[str, Any] = {"type": "boolean"}
+OBJ: dict[str, Any] = {"type": "object"}
+STRS: dict[str, Any] = {"type": "array", "items": STR}
+
 
 def describe(routes: list[VaultRoute]) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}

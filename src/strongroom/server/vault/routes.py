@@ -16,11 +16,12 @@ from strongroom.server import numbers, vault_rows
 from strongroom.server import repository as repo
 from strongroom.server.errors import Refused, StorageUnavailable
 from strongroom.server.service import Service
-from strongroom.server.vault import openapi, transit
+from strongroom.server.vault import openapi, token_routes, transit
 from strongroom.server.vault import policy as pol
 from strongroom.server.vault.call import Call, Plain, VaultRoute
 from strongroom.server.vault.errors import Invalid, Missing, PermissionDenied
 from strongroom.server.vault.kv import MOUNT, KvV2
+from strongroom.server.vault.openapi import BOOL, INT, OBJ, STR, STRS
 from strongroom.server.vault.tokens import iso
 
 VERSION = "2.7.2"  # the OpenBao release whose answers this surface is tested against
@@ -30,28 +31,10 @@ def register(add: Callable[..., None], service: Service, table: list[VaultRoute]
     """Every route into ``table`` through ``add`` (VaultEngine.add)."""
     kv = KvV2(service)
     _sys(add)
-    _tokens(add)
+    token_routes.register(add)
     _kv(add, kv)
     transit.register(add, service)
     _SPEC[:] = [openapi.describe(table)]
-
-
-# JSON Schema of the bodies, for the OpenAPI description (openapi.py) that the fuzz tests use.
-STR: dict[str, Any] = {"type": "string"}
-INT: dict[str, Any] = {"type": "integer"}
-BOOL: dict[str, Any] = {"type": "boolean"}
-OBJ: dict[str, Any] = {"type": "object"}
-STRS: dict[str, Any] = {"type": "array", "items": STR}
-TOKEN_PARAMS = {
-    "policies": STRS,
-    "ttl": STR,
-    "explicit_max_ttl": STR,
-    "num_uses": INT,
-    "renewable": BOOL,
-    "display_name": STR,
-    "meta": OBJ,
-    "no_default_policy": BOOL,
-}
 
 
 # -- sys ---------------------------------------------------------------------------------------
@@ -280,47 +263,6 @@ def _sys(add: Any) -> None:
         add("DELETE", base + "/{name}", _policy_delete, "delete")
     add("GET", "sys/internal/specs/openapi", _openapi, None, authenticated=False)
     add("POST", "sys/capabilities-self", _capabilities_self, None, body={"paths": STRS})
-
-
-# -- tokens ------------------------------------------------------------------------------------
-def _login(c: Call) -> None:
-    token, row = c.tokens.issue(c.ctx.tx, c.ctx.client, c.body)
-    c.ctx.audit.append(c.ctx.client.id, "vault.login", c.path, "ok", accessor=row.accessor, ttl=c.tokens.ttl(row))
-    c.auth = c.tokens.auth_block(token, row)
-
-
-def _create(c: Call) -> None:
-    if c.body.get("no_parent") or c.body.get("orphan"):
-        raise Invalid("orphan tokens are not supported: a token is always made by its client's login or another token")
-    token, row = c.tokens.issue(c.ctx.tx, c.ctx.client, c.body, parent=c.caller)
-    c.ctx.audit.append(c.ctx.client.id, "vault.token.create", c.path, "ok", accessor=row.accessor, parent=c.caller.token.accessor)
-    c.auth = c.tokens.auth_block(token, row)
-
-
-def _lookup_self(c: Call) -> dict[str, Any]:
-    c.ctx.audit.append(c.ctx.client.id, "vault.token.lookup-self", c.path, "ok", accessor=c.caller.token.accessor)
-    fresh = vault_rows.token_by_accessor(c.ctx.tx, c.caller.token.accessor) or c.caller.token
-    return c.tokens.lookup(c.token, fresh, "auth/strongroom/login" if fresh.parent is None else "auth/token/create")
-
-
-def _renew_self(c: Call) -> None:
-    row = c.tokens.renew(c.ctx.tx, c.caller, c.body.get("increment"))
-    c.ctx.audit.append(c.ctx.client.id, "vault.token.renew-self", c.path, "ok", accessor=row.accessor)
-    c.auth = c.tokens.auth_block(c.token, row)
-
-
-def _revoke_self(c: Call) -> None:
-    vault_rows.revoke_token_tree(c.ctx.tx, c.caller.token.accessor)
-    c.ctx.audit.append(c.ctx.client.id, "vault.token.revoke-self", c.path, "ok", accessor=c.caller.token.accessor)
-
-
-def _tokens(add: Any) -> None:
-    add("POST", "auth/strongroom/login", _login, None, signed=True, body=TOKEN_PARAMS)
-    add("POST", "auth/token/create", _create, "update", body=TOKEN_PARAMS)
-    add("GET", "auth/token/lookup-self", _lookup_self, "read")
-    add("POST", "auth/token/lookup-self", _lookup_self, "read")
-    add("POST", "auth/token/renew-self", _renew_self, "update", body={"increment": STR})
-    add("POST", "auth/token/revoke-self", _revoke_self, "update")
 
 
 # -- KV v2 -------------------------------------------------------------------------------------

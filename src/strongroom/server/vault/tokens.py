@@ -178,8 +178,7 @@ class Tokens:
         vault_rows.insert_token(tx, row, token_hash(token))
         return token, row
 
-    def renew(self, tx: Tx, caller: Caller, increment: object) -> TokenRow:
-        t = caller.token
+    def renew(self, tx: Tx, t: TokenRow, increment: object) -> TokenRow:
         if not t.renewable:
             raise Invalid("token is not renewable")
         now = self.clock()
