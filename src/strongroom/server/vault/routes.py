@@ -223,20 +223,47 @@ def _policy_delete(c: Call) -> None:
     c.ctx.audit.append(c.ctx.client.id, "vault.policy.delete", c.path, "ok")
 
 
-def _capabilities_self(c: Call) -> dict[str, Any]:
-    paths = c.body.get("paths", c.body.get("path"))
+def _paths(body: dict[str, Any]) -> list[str]:
+    """``paths`` (a list, or one comma-separated string) or the legacy ``path``, as Vault reads them."""
+    paths = body.get("paths", body.get("path"))
     if isinstance(paths, str):
-        paths = [paths]
-    if not isinstance(paths, list) or not paths or len(paths) > 100 or not all(isinstance(p, str) for p in paths):
+        paths = [p.strip() for p in paths.split(",") if p.strip()]
+    if not paths:
+        raise Invalid("paths must be supplied")
+    if not isinstance(paths, list) or len(paths) > 100 or not all(isinstance(p, str) for p in paths):
         raise Invalid("paths must be a list of at most 100 paths")
+    return paths
+
+
+def _capabilities(c: Call, acl: pol.Acl) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    paths = _paths(c.body)
     for p in paths:
-        caps = ["root"] if c.caller.acl.root else sorted(c.caller.acl.capabilities(p)) or ["deny"]
-        out[p] = caps
+        out[p] = ["root"] if acl.root else sorted(acl.capabilities(p)) or ["deny"]
     if len(paths) == 1:
         out["capabilities"] = out[paths[0]]
     c.flatten = True
     return out
+
+
+def _capabilities_self(c: Call) -> dict[str, Any]:
+    return _capabilities(c, c.caller.acl)
+
+
+def _capabilities_of_token(c: Call) -> dict[str, Any]:
+    token = c.body.get("token")
+    row = token_routes.own_by_token(c, token) if isinstance(token, str) and token else None
+    if row is None:
+        raise Invalid("invalid token")
+    return _capabilities(c, c.tokens.acl(c.ctx.tx, json.loads(row.policies)))
+
+
+def _capabilities_of_accessor(c: Call) -> dict[str, Any]:
+    accessor = c.body.get("accessor")
+    row = token_routes.own_by_accessor(c, accessor) if isinstance(accessor, str) and accessor else None
+    if row is None:
+        raise Invalid("invalid accessor")
+    return _capabilities(c, c.tokens.acl(c.ctx.tx, json.loads(row.policies)))
 
 
 _SPEC: list[dict[str, Any]] = []
@@ -263,6 +290,8 @@ def _sys(add: Any) -> None:
         add("DELETE", base + "/{name}", _policy_delete, "delete")
     add("GET", "sys/internal/specs/openapi", _openapi, None, authenticated=False)
     add("POST", "sys/capabilities-self", _capabilities_self, None, body={"paths": STRS})
+    add("POST", "sys/capabilities", _capabilities_of_token, "update", body={"token": STR, "paths": STRS})
+    add("POST", "sys/capabilities-accessor", _capabilities_of_accessor, "update", body={"accessor": STR, "paths": STRS})
 
 
 # -- KV v2 -------------------------------------------------------------------------------------

@@ -90,14 +90,14 @@ def _text(c: Call, name: str, missing: str) -> str:
     return value
 
 
-def _own_by_token(c: Call, token: str) -> TokenRow | None:
+def own_by_token(c: Call, token: str) -> TokenRow | None:
     """The caller's client's live token ``token``, or None (unknown, expired or another client's)."""
     found = vault_rows.token_and_client(c.ctx.tx, token_hash(token))
     row = found[0] if found is not None else None
     return row if row is not None and _live_and_own(c, row) else None
 
 
-def _own_by_accessor(c: Call, accessor: str) -> TokenRow | None:
+def own_by_accessor(c: Call, accessor: str) -> TokenRow | None:
     row = vault_rows.token_by_accessor(c.ctx.tx, accessor)
     return row if row is not None and _live_and_own(c, row) else None
 
@@ -110,7 +110,7 @@ def _lookup(c: Call) -> dict[str, Any]:
     token = c.body.get("token") or c.token  # no token in the body: the caller's own, as Vault
     if not isinstance(token, str):
         raise Invalid("token must be a string")
-    row = _own_by_token(c, token)
+    row = own_by_token(c, token)
     if row is None:
         c.ctx.audit.append(c.ctx.client.id, "vault.token.lookup", c.path, "denied", reason="bad token")
         e = PermissionDenied()
@@ -122,7 +122,7 @@ def _lookup(c: Call) -> dict[str, Any]:
 
 def _lookup_accessor(c: Call) -> dict[str, Any]:
     accessor = _text(c, "accessor", "missing accessor")
-    row = _own_by_accessor(c, accessor)
+    row = own_by_accessor(c, accessor)
     if row is None:
         c.ctx.audit.append(c.ctx.client.id, "vault.token.lookup-accessor", c.path, "denied", reason="invalid accessor")
         raise Refused(Invalid("invalid accessor"))
@@ -132,7 +132,7 @@ def _lookup_accessor(c: Call) -> dict[str, Any]:
 
 def _renew(c: Call) -> None:
     token = _text(c, "token", "missing token ID")
-    row = _own_by_token(c, token)
+    row = own_by_token(c, token)
     if row is None:
         c.ctx.audit.append(c.ctx.client.id, "vault.token.renew", c.path, "denied", reason="token not found")
         raise Refused(Invalid("token not found"))
@@ -143,7 +143,7 @@ def _renew(c: Call) -> None:
 
 def _revoke(c: Call) -> None:
     token = _text(c, "token", "missing token ID")
-    row = _own_by_token(c, token)
+    row = own_by_token(c, token)
     if row is not None:  # an unknown token is "revoked" all the same (204), as Vault answers
         vault_rows.revoke_token_tree(c.ctx.tx, row.accessor)
     c.ctx.audit.append(c.ctx.client.id, "vault.token.revoke", c.path, "ok", accessor=row.accessor if row else "")
@@ -151,7 +151,7 @@ def _revoke(c: Call) -> None:
 
 def _revoke_accessor(c: Call) -> None:
     accessor = _text(c, "accessor", "missing accessor")
-    row = _own_by_accessor(c, accessor)
+    row = own_by_accessor(c, accessor)
     if row is None:
         c.warnings = ["No token found with this accessor"]
     else:
@@ -163,7 +163,7 @@ def _revoke_accessor(c: Call) -> None:
 def _revoke_orphan(c: Call) -> None:
     c.require("sudo")
     token = _text(c, "token", "missing token ID")
-    row = _own_by_token(c, token)
+    row = own_by_token(c, token)
     if row is None:
         c.ctx.audit.append(c.ctx.client.id, "vault.token.revoke-orphan", c.path, "denied", reason="not found")
         raise Refused(Invalid("token to revoke not found"))
