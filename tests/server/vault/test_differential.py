@@ -343,3 +343,36 @@ def test_capabilities_answer_as_openbao(targets: dict[str, Target]) -> None:  # 
     ref, ours = _both(targets, _caps_script)
     mismatches = [f"step {i}: openbao {a}, strongroom {b}" for i, (a, b) in enumerate(zip(ref, ours, strict=True)) if a != b]
     assert not mismatches, "\n".join(mismatches)
+
+
+# -- token create: period, type, what is not read -------------------------------------------------
+def _create_script(t: Target) -> list[Any]:
+    t.client(t.admin_token).sys.create_or_update_acl_policy("creator", 'path "auth/token/create" { capabilities = ["update"] }')
+    out: list[Any] = []
+
+    def create(token: str, body: dict[str, Any]) -> Any:
+        status, answer = curl(Target(t.name, t.url, token, token, t.ca, t.env), "POST", "auth/token/create", body)
+        auth = answer.get("auth") if status == 200 else None
+        out.append((status, answer.get("warnings") if status == 200 else None))
+        return auth
+
+    periodic = create(t.root_token, {"period": "1h", "policies": ["default"]})
+    looked = t.client(periodic["client_token"]).auth.token.lookup_self()["data"]
+    out.append((periodic["lease_duration"], periodic["renewable"], looked.get("period"), looked["ttl"] > 3590))
+    renewed = t.client(periodic["client_token"]).auth.token.renew_self(increment="5h")["auth"]
+    out.append(3590 < renewed["lease_duration"] <= 3600)  # a period, whatever the increment
+    creator = create(t.root_token, {"policies": ["creator"]})["client_token"]
+    create(creator, {"period": "1h", "policies": ["creator"]})  # neither root nor sudo
+    create(t.root_token, {"type": "nope"})
+    create(t.root_token, {"bogus": "x", "policies": ["default"]})
+    create(t.root_token, {"ttl": "600s", "policies": ["default"]})
+    return out
+
+
+def test_token_create_reads_period_and_type_and_names_what_it_ignores(targets: dict[str, Target]) -> None:  # noqa: F811
+    ref, ours = _both(targets, _create_script)
+    mismatches = [f"step {i}: openbao {a}, strongroom {b}" for i, (a, b) in enumerate(zip(ref, ours, strict=True)) if a != b]
+    assert not mismatches, "\n".join(mismatches)
+    # batch tokens are refused, never issued as service tokens (OpenBao issues one: docs/API.md)
+    status, answer = curl(targets["strongroom"], "POST", "auth/token/create", {"type": "batch"})
+    assert status == 400 and "batch tokens are not supported" in answer["errors"][0]

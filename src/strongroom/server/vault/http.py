@@ -146,7 +146,11 @@ class VaultEngine:
                 ctx.audit.append(ctx.client.id, "vault." + route.method.lower(), path, "ok", route=route.template)
             if out is None and call.auth is None and not call.warnings:
                 return VaultOutcome(204, None)
-            return VaultOutcome(call.status, out, call.auth, call.warnings, call.flatten)
+            warnings = call.warnings
+            if route.body is not None and (ignored := sorted(k for k in req.body if k not in route.body)):
+                # what the route does not read is named, never silently dropped (Vault's warning)
+                warnings = [*(warnings or []), f"Endpoint ignored these unrecognized parameters: [{' '.join(ignored)}]"]
+            return VaultOutcome(call.status, out, call.auth, warnings, call.flatten)
 
         if route.signed:
             if checked is None:

@@ -25,6 +25,12 @@ TOKEN_PARAMS = {
     "display_name": STR,
     "meta": OBJ,
     "no_default_policy": BOOL,
+    "period": STR,
+    "type": STR,
+    "no_parent": BOOL,
+    "id": STR,
+    "role_name": STR,
+    "entity_alias": STR,
 }
 
 
@@ -54,6 +60,8 @@ def _login(c: Call) -> None:
 def _create(c: Call) -> None:
     if c.body.get("no_parent") or c.body.get("orphan"):
         raise Invalid("orphan tokens are not supported: a token is always made by its client's login or another token")
+    if c.body.get("period") and not (c.caller.acl.root or c.caller.acl.allows(c.path, "sudo")):
+        raise Invalid("root or sudo privileges required to create periodic token")
     token, row = c.tokens.issue(c.ctx.tx, c.ctx.client, c.body, parent=c.caller)
     c.ctx.audit.append(c.ctx.client.id, "vault.token.create", c.path, "ok", accessor=row.accessor, parent=c.caller.token.accessor)
     c.auth = c.tokens.auth_block(token, row)

@@ -135,11 +135,21 @@ class Tokens:
         unknown = [n for n in policies if n not in pol.RESERVED and vault_rows.policy_body(tx, n) is None]
         if unknown:
             raise Invalid(f"no such policy: {unknown[0]!r}")
+        kind = params.get("type", "service")
+        if kind == "batch":
+            raise Invalid("batch tokens are not supported: create a service token (the default)")
+        if kind not in ("service", "default", ""):
+            raise Invalid("invalid 'token_type' value")
+        for unsupported, what in (("id", "custom token IDs"), ("role_name", "token roles"), ("entity_alias", "entity aliases")):
+            if params.get(unsupported):
+                raise Invalid(f"{what} are not supported")
         now = self.clock()
-        ttl = durations.seconds(params.get("ttl", ""), "ttl") or DEFAULT_TTL
+        period = durations.seconds(params.get("period", ""), "period")
+        ttl = period or durations.seconds(params.get("ttl", ""), "ttl") or DEFAULT_TTL
         explicit = durations.seconds(params.get("explicit_max_ttl", ""), "explicit_max_ttl")
-        max_expires = now + min(explicit or MAX_TTL, MAX_TTL)
-        expires = min(now + min(ttl, MAX_TTL), max_expires)
+        # a periodic token renews for its period again and again: no maximum unless one is given
+        max_expires: float | None = now + min(explicit or MAX_TTL, MAX_TTL) if explicit or not period else None
+        expires = now + min(ttl, MAX_TTL) if max_expires is None else min(now + min(ttl, MAX_TTL), max_expires)
         uses = params.get("num_uses", 0)
         if not isinstance(uses, int) or isinstance(uses, bool) or not 0 <= uses <= 2**31 - 1:
             raise Invalid("num_uses must be a non-negative integer")
@@ -182,7 +192,10 @@ class Tokens:
         if not t.renewable:
             raise Invalid("token is not renewable")
         now = self.clock()
-        step = durations.seconds(increment if increment is not None else "", "increment") or t.period
+        if t.max_expires is None:  # periodic: each renewal is one period, whatever the increment
+            step = t.period
+        else:
+            step = durations.seconds(increment if increment is not None else "", "increment") or t.period
         expires = min(now + step, t.max_expires if t.max_expires is not None else now + step)
         vault_rows.set_token_expiry(tx, t.accessor, expires)
         return TokenRow(**{**t.__dict__, "expires": expires})
@@ -207,11 +220,11 @@ class Tokens:
         }
 
     def ttl(self, row: TokenRow) -> int:
-        return 0 if row.expires is None else max(0, int(row.expires - self.clock()))
+        return 0 if row.expires is None else max(0, round(row.expires - self.clock()))  # 600 s is 600, not 599
 
     def lookup(self, token: str, row: TokenRow, path: str) -> dict[str, Any]:
-        """``auth/token/lookup-self``'s data (the token itself is the caller's own)."""
-        return {
+        """A token lookup's data (``token``: the token itself, or "" when looked up by accessor)."""
+        out = {
             "accessor": row.accessor,
             "creation_time": int(row.created),
             "creation_ttl": int(row.period),
@@ -230,6 +243,9 @@ class Tokens:
             "ttl": self.ttl(row),
             "type": "service",
         }
+        if row.max_expires is None:  # periodic
+            out["period"] = int(row.period)
+        return out
 
 
 _ROOT = pol.Acl([], root=True)
