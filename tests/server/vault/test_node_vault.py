@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-
 from tests.server.vault.reference import Target, targets  # noqa: F401 - the fixture
 
 SCRIPT = Path(__file__).with_name("node_vault_script.js")
