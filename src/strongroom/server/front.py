@@ -94,7 +94,7 @@ class Router:
             allowed = True
         if allowed:
             raise MethodNotAllowed(f"{method} is not allowed here")
-        raise NotFound("no such route")
+        raise NoRoute("no such route")
 
 
 @dataclass
@@ -114,6 +114,20 @@ def _json_or_unsaid(scope: Scope) -> bool:
             media: bytes = v.split(b";")[0].strip().lower()
             return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
     return True
+
+
+class NoRoute(NotFound):
+    """A path that neither API serves."""
+
+
+def _no_route(path: str) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+    """404 in both APIs' shapes at once: this one's, and Vault's ``errors`` (as OpenBao words it
+    for a path no mount serves), since a Vault client asking for an engine Strongroom lacks lands
+    here, and one shape alone would leave either kind of client without a message."""
+    logical = path[len("/v1/") :] if path.startswith("/v1/") else path.lstrip("/")
+    vault = f'no handler for route "{logical[:200]}". route entry not found.'
+    body = {"error": "not_found", "message": "no such route", "errors": [vault]}
+    return 404, json.dumps(body, separators=(",", ":")).encode(), list(_JSON)
 
 
 def error_response(status: int, code: str, message: str) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
@@ -179,6 +193,9 @@ class DepositFront:
             parts = Parts(scope, path, route.parse_query(scope.get("query_string", b"")), route.parse_body(body), body)
             handler = self.handlers.get(route.key)
             result = await (handler(parts) if handler is not None else self._signed(parts, self.messages[route.key](parts)))
+        except NoRoute:
+            await send_answer(send, *_no_route(scope["path"]))
+            return
         except ApiError as e:
             await send_answer(send, *error_response(e.status, e.code, e.message))
             return

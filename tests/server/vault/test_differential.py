@@ -376,3 +376,32 @@ def test_token_create_reads_period_and_type_and_names_what_it_ignores(targets: d
     # batch tokens are refused, never issued as service tokens (OpenBao issues one: docs/API.md)
     status, answer = curl(targets["strongroom"], "POST", "auth/token/create", {"type": "batch"})
     assert status == 400 and "batch tokens are not supported" in answer["errors"][0]
+
+
+# -- numbers and booleans sent as strings, as Vault's field types read them ----------------------
+def _typed_script(t: Target) -> list[Any]:
+    out: list[Any] = []
+    bodies = ({"num_uses": "3", "renewable": "false", "ttl": "1h"}, {"num_uses": "x"}, {"renewable": "yes"}, {"num_uses": "-1"})
+    for body in bodies:
+        status, answer = curl(t, "POST", "auth/token/create", {**body, "policies": ["default"]})
+        auth = answer.get("auth") if status == 200 else None
+        out.append((status, (auth["num_uses"], auth["renewable"]) if auth else None))
+    curl(t, "POST", "secret/data/typed/x", {"data": {"a": "b"}})
+    out.append(curl(t, "POST", "secret/metadata/typed/x", {"max_versions": "5", "cas_required": "false"})[0])
+    meta = t.client().secrets.kv.v2.read_secret_metadata("typed/x")["data"]
+    out.append((meta["max_versions"], meta["cas_required"]))
+    return out
+
+
+def test_numbers_and_booleans_as_strings_are_read_as_openbao_reads_them(targets: dict[str, Target]) -> None:  # noqa: F811
+    ref, ours = _both(targets, _typed_script)
+    assert ours == ref
+
+
+# -- a path no mount serves: Vault's 404 (and the deposit API's shape beside it) -----------------
+@pytest.mark.parametrize(("method", "path"), [("GET", "kv/data/x"), ("POST", "auth/approle/login"), ("GET", "database/creds/x")])
+def test_a_path_no_mount_serves_answers_vaults_404(targets: dict[str, Target], method: str, path: str) -> None:  # noqa: F811
+    ref, ours = _both(targets, lambda t: curl(t, method, path, {} if method == "POST" else None))
+    assert ours[0] == ref[0] == 404
+    assert ours[1]["errors"] == ref[1]["errors"]
+    assert ours[1]["error"] == "not_found"  # the deposit API's own shape, for its clients

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
 
+from strongroom.server import numbers
 from strongroom.server.asgi import ASGIApp, Receive, Scope, Send
 from strongroom.server.audit import AuditWriter
 from strongroom.server.ctx import Ctx
@@ -231,6 +232,8 @@ class VaultFront:
             raise Invalid("response wrapping is not supported by this server: ask without X-Vault-Wrap-TTL")
         index, params = self.engine.match(method, path)
         route = self.engine.routes[index]
+        if route.body is not None and body:
+            body = _typed(body, route.body)
         # a secret's own values may hold any JSON string; nothing else that is stored or audited may
         kv_data = method in ("POST", "PATCH") and route.template.endswith("/data/{path*}")
         jsonshape.no_nul(path, query, {k: v for k, v in body.items() if not (kv_data and k == "data")})
@@ -267,6 +270,19 @@ _ROOT_ONLY = frozenset({"sys/health", "sys/init"})
 
 class NamespaceMissing(ApiError):
     status, code = 404, "not_found"
+
+
+def _typed(body: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with the integers and booleans its route takes read from strings, as Vault's
+    field types read them ("3", "true", "t", "1"); anything else is left for the handler to refuse."""
+    out = body
+    for name, value in body.items():
+        kind = schema.get(name, {}).get("type") if isinstance(value, str) else None
+        if kind == "integer" and len(value) <= 19 and numbers.is_digits(value[1:] if value[:1] in "+-" else value):
+            out = {**out, name: int(value)}
+        elif kind == "boolean" and value in _GO_BOOL:
+            out = {**out, name: _GO_BOOL[value]}
+    return out
 
 
 def _wrap_ttl(value: str) -> int:
