@@ -74,6 +74,16 @@ STEPS: list[tuple[list[str], Callable[[Any], Any]]] = [
     (["write", "-format=json", "transit/hmac/cli", f"input={PLAIN}"], lambda o: o["data"]["hmac"][:9]),
     (["list", "-format=json", "transit/keys"], _keys),
     (["token", "lookup", "-format=json"], lambda o: sorted(o["data"]) and o["data"]["policies"]),
+    (["status", "-format=json"], lambda o: (o["initialized"], o["sealed"], o["type"], o["ha_enabled"])),
+    (
+        ["token", "create", "-format=json", "-period=1h", "-policy=default"],
+        lambda o: (o["auth"]["lease_duration"], o["auth"]["renewable"], o["auth"]["policies"]),
+    ),
+    (["kv", "put", "-format=json", "secret/cli2", "k=v"], lambda o: o["data"]["version"]),
+    (["kv", "metadata", "put", "-delete-version-after=3h", "secret/cli2"], lambda o: o),
+    (["kv", "metadata", "get", "-format=json", "secret/cli2"], lambda o: o["data"]["delete_version_after"]),
+    (["list", "-format=json", "secret/metadata/team"], _keys),
+    (["list", "-format=json", "secret/metadata/team/"], _keys),
 ]
 
 
@@ -110,3 +120,21 @@ def test_bao_cli_script_agrees_with_openbao_case_by_case(targets: dict[str, Targ
         if got["openbao"] != got["strongroom"]:
             mismatches.append(f"bao {' '.join(args)}:\n  openbao    {got['openbao']}\n  strongroom {got['strongroom']}")
     assert not mismatches, "\n".join(mismatches)
+
+
+def test_bao_read_with_a_wrap_ttl_is_refused_never_answered_in_plaintext(targets: dict[str, Target], tmp_path: Any) -> None:  # noqa: F811
+    """OpenBao wraps the answer; Strongroom has no response wrapping and says so (docs/API.md)."""
+    for t in targets.values():
+        assert run_bao(t, ["kv", "put", "secret/wrapped", "k=v"], str(tmp_path))[0] == 0
+    code, out = run_bao(targets["openbao"], ["read", "-wrap-ttl=30s", "-format=json", "secret/data/wrapped"], str(tmp_path))
+    assert code == 0 and out["wrap_info"]["ttl"] == 30
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "BAO_TOKEN": targets["strongroom"].root_token}
+    p = subprocess.run(
+        [str(BAO), "read", "-wrap-ttl=30s", "-format=json", "secret/data/wrapped"],
+        capture_output=True,
+        text=True,
+        env={**env, **targets["strongroom"].env},
+        timeout=60,
+        check=False,
+    )
+    assert p.returncode != 0 and "wrapping is not supported" in p.stderr and "k" not in (p.stdout or "")
