@@ -405,3 +405,23 @@ def test_a_path_no_mount_serves_answers_vaults_404(targets: dict[str, Target], m
     assert ours[0] == ref[0] == 404
     assert ours[1]["errors"] == ref[1]["errors"]
     assert ours[1]["error"] == "not_found"  # the deposit API's own shape, for its clients
+
+
+def test_num_uses_counts_down_as_openbao_reports_it(targets: dict[str, Target]) -> None:  # noqa: F811
+    def run(t: Target) -> list[Any]:
+        made = t.client().auth.token.create(policies=["default"], ttl="1h", num_uses=3)["auth"]
+        seen: list[Any] = [made["num_uses"]]
+        user = t.client(made["client_token"])
+        for _ in range(3):
+            try:
+                seen.append(user.auth.token.lookup_self()["data"]["num_uses"])
+            except hx.VaultError as e:
+                seen.append(type(e).__name__)
+        try:
+            user.auth.token.lookup_self()
+        except hx.VaultError as e:
+            seen.append(type(e).__name__)
+        return seen
+
+    ref, ours = _both(targets, run)
+    assert ours == ref

@@ -7,6 +7,7 @@ client that is disabled or revoked takes its tokens down with it (revocation del
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -86,6 +87,7 @@ class Tokens:
         if row.uses_left > 0:
             if row.uses_left == 1:
                 vault_rows.revoke_token_tree(tx, row.accessor)  # its last use: gone after this request
+                row = dataclasses.replace(row, uses_left=-1)  # what Vault reports of a token in its last use
             else:
                 vault_rows.use_token(tx, row.accessor)
         return Caller(client, row, self.acl(tx, json.loads(row.policies)))
