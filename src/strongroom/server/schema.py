@@ -216,6 +216,7 @@ vault_tokens = Table(
     Column("max_expires", Float, nullable=True),  # no renewal goes past this
     Column("uses_left", Integer, nullable=False),  # 0: unlimited
     Column("renewable", Integer, nullable=False),
+    Column("explicit_max_ttl", Integer, nullable=False, server_default="0"),  # seconds asked for; 0: none
     Index("vault_tokens_client", "client_id"),
     Index("vault_tokens_parent", "parent"),
 )

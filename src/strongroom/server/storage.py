@@ -238,6 +238,17 @@ class Store:
                     break
                 except (DBAPIError, StorageUnavailable):
                     continue  # another process got there first: look again
+        for table, column, ddl in ADDED_COLUMNS:  # columns later versions added to existing tables
+            for _attempt in range(3):
+                with self.wrap_errors():
+                    have = {c["name"] for c in inspect(self.engine).get_columns(table)}
+                if column in have:
+                    break
+                try:
+                    with self.wrap_errors(), self.exclusive() as tx:
+                        tx.run(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}")
+                except (DBAPIError, StorageUnavailable):
+                    continue  # another process got there first: look again
         for _attempt in range(3):
             with self.wrap_errors():
                 names = set(inspect(self.engine).get_table_names())
@@ -353,6 +364,10 @@ def _first_line(e: BaseException | None) -> str:
     # no request content or key material.
     text = str(e).strip() if e is not None else ""
     return text.splitlines()[0][:200] if text else "database error"
+
+
+# (table, column, its SQL type and default): what ALTER TABLE adds to a database made before it
+ADDED_COLUMNS = (("vault_tokens", "explicit_max_ttl", "INTEGER NOT NULL DEFAULT 0"),)
 
 
 def columns_of(row_type: Any, table: Table) -> str:

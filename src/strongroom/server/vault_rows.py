@@ -28,6 +28,7 @@ class TokenRow:
     max_expires: float | None
     uses_left: int
     renewable: int
+    explicit_max_ttl: int = 0  # as asked at creation (reported by lookup); 0: none asked
 
 
 _TOKEN_COLS = st.columns_of(TokenRow, schema.vault_tokens)
@@ -40,7 +41,7 @@ def token_by_accessor(tx: Tx, accessor: str) -> TokenRow | None:
 
 def insert_token(tx: Tx, t: TokenRow, token_hash: bytes) -> None:
     tx.run(
-        f"INSERT INTO vault_tokens ({_TOKEN_COLS}, token_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO vault_tokens ({_TOKEN_COLS}, token_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         t.accessor,
         t.client_id,
         t.parent,
@@ -53,6 +54,7 @@ def insert_token(tx: Tx, t: TokenRow, token_hash: bytes) -> None:
         t.max_expires,
         t.uses_left,
         t.renewable,
+        t.explicit_max_ttl,
         token_hash,
     )
 

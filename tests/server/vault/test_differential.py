@@ -425,3 +425,15 @@ def test_num_uses_counts_down_as_openbao_reports_it(targets: dict[str, Target]) 
 
     ref, ours = _both(targets, run)
     assert ours == ref
+
+
+def test_explicit_max_ttl_is_reported_as_asked(targets: dict[str, Target]) -> None:  # noqa: F811
+    def run(t: Target) -> list[Any]:
+        seen = []
+        for kw in ({}, {"explicit_max_ttl": "2h"}):
+            made = t.client().auth.token.create(policies=["default"], ttl="1h", **kw)["auth"]["client_token"]
+            seen.append(t.client(made).auth.token.lookup_self()["data"]["explicit_max_ttl"])
+        return seen
+
+    ref, ours = _both(targets, run)
+    assert ours == ref == [0, 7200]

@@ -186,6 +186,7 @@ class Tokens:
             max_expires=max_expires,
             uses_left=uses,
             renewable=int(renewable),
+            explicit_max_ttl=min(explicit, MAX_TTL),
         )
         vault_rows.insert_token(tx, row, token_hash(token))
         return token, row
@@ -233,7 +234,7 @@ class Tokens:
             "display_name": row.display_name,
             "entity_id": "",
             "expire_time": iso(row.expires),
-            "explicit_max_ttl": 0 if row.max_expires is None else int(row.max_expires - row.created),
+            "explicit_max_ttl": row.explicit_max_ttl,
             "id": token,
             "issue_time": iso(row.created),
             "meta": json.loads(row.meta) or None,
