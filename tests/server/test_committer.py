@@ -16,7 +16,7 @@ from strongroom.server import audit, barrier, storage
 from strongroom.server import repository as repo
 from strongroom.server.committer import GroupCommitter, Outcome
 from strongroom.server.datadir import DataDir
-from strongroom.server.errors import Denied, Refused
+from strongroom.server.errors import BadRequest, Denied, Refused
 from strongroom.server.setup import init_server
 
 pytestmark = pytest.mark.unit
@@ -158,3 +158,19 @@ def test_an_outcome_is_read_only_once_settled() -> None:
     ok = Outcome()
     ok.set_result(None)
     assert ok.exception() is None and ok.result() is None
+
+
+def test_an_entry_with_a_nul_fails_its_action_alone(
+    committer: tuple[GroupCommitter, storage.Store, barrier.Barrier, DataDir],
+) -> None:
+    """PostgreSQL stores no NUL: an entry holding one is refused as it is appended (400 for that
+    action), never at the batch's flush, where it would fail every request in the batch."""
+    c, store, bar, data = committer
+
+    def nul(tx: storage.Tx, aw: audit.AuditWriter) -> None:
+        aw.append("test", "write", "a\x00b", "ok")
+
+    futs = _run(c, [_writes("a"), nul, _writes("c")])
+    assert futs[0].result() == "a" and futs[2].result() == "c"
+    assert isinstance(futs[1].exception(), BadRequest)
+    assert _log_and_meta(store, bar, data) == (["a", "c"], {"a": "written", "b": None, "c": "written"})

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from strongroom.server import repository as repo
+from strongroom.server.errors import BadRequest
 from strongroom.server.headfile import HeadFile
 from strongroom.server.storage import Tx
 
@@ -48,6 +49,8 @@ class AuditWriter:
         self._rows: list[tuple[int, float, str, str, str, str, str, bytes]] = []
 
     def append(self, actor: str, action: str, target: str = "", outcome: str = "ok", **detail: Any) -> None:
+        if "\x00" in actor or "\x00" in target:  # refused here, in the action, not at the batch's flush
+            raise BadRequest("text may not contain NUL characters")
         seq = self.seq + 1
         ts = time.time()
         detail_text = json.dumps(detail, separators=(",", ":"), sort_keys=True)

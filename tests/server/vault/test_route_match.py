@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from strongroom.server.vault.errors import Missing
-from strongroom.server.vault.http import MethodNotAllowed, VaultEngine
+from strongroom.server.vault.http import MethodNotAllowed, UnsupportedPath, VaultEngine
 
 pytestmark = pytest.mark.unit
 
@@ -37,7 +37,7 @@ def _fast(method: str, path: str) -> Any:
         return ENGINE.match(method, path)
     except MethodNotAllowed:
         return "405"
-    except Missing:
+    except (Missing, UnsupportedPath):
         return "404"
 
 

@@ -115,6 +115,8 @@ class VaultEngine:
             allowed = True
         if allowed:
             raise MethodNotAllowed()
+        if path.startswith(_BACKENDS_SAYING_UNSUPPORTED):
+            raise UnsupportedPath()
         raise Missing()
 
     def _combine(self) -> tuple[re.Pattern[str], dict[str, tuple[list[tuple[str, str]], dict[str, int]]]]:
@@ -266,6 +268,17 @@ _GO_BOOL |= {v: False for v in ("0", "f", "F", "FALSE", "false", "False")}
 # What a request naming a namespace may reach (OpenBao's answers for one that does not exist).
 _ANY_NAMESPACE = frozenset({"sys/seal-status", "sys/leader"})
 _ROOT_ONLY = frozenset({"sys/health", "sys/init"})
+
+
+# Mounts whose backend words a path it has no route for (OpenBao's text; the KV mount answers bare).
+_BACKENDS_SAYING_UNSUPPORTED = ("sys/", "transit/", "auth/token/")
+
+
+class UnsupportedPath(ApiError):
+    status, code = 404, "not_found"
+
+    def __init__(self) -> None:
+        super().__init__("1 error occurred:\n\t* unsupported path\n\n")
 
 
 class NamespaceMissing(ApiError):
