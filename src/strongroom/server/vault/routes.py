@@ -250,20 +250,17 @@ def _capabilities_self(c: Call) -> dict[str, Any]:
     return _capabilities(c, c.caller.acl)
 
 
-def _capabilities_of_token(c: Call) -> dict[str, Any]:
-    token = c.body.get("token")
-    row = token_routes.own_by_token(c, token) if isinstance(token, str) and token else None
-    if row is None:
-        raise Invalid("invalid token")
-    return _capabilities(c, c.tokens.acl(c.ctx.tx, json.loads(row.policies)))
+def _capabilities_of(field: str, find: Any, wrong: str) -> Any:
+    """The handler answering for another token of the caller's client, named by ``field``."""
 
+    def handler(c: Call) -> dict[str, Any]:
+        value = c.body.get(field)
+        row = find(c, value) if isinstance(value, str) and value else None
+        if row is None:
+            raise Invalid(wrong)
+        return _capabilities(c, c.tokens.acl(c.ctx.tx, json.loads(row.policies)))
 
-def _capabilities_of_accessor(c: Call) -> dict[str, Any]:
-    accessor = c.body.get("accessor")
-    row = token_routes.own_by_accessor(c, accessor) if isinstance(accessor, str) and accessor else None
-    if row is None:
-        raise Invalid("invalid accessor")
-    return _capabilities(c, c.tokens.acl(c.ctx.tx, json.loads(row.policies)))
+    return handler
 
 
 _SPEC: list[dict[str, Any]] = []
@@ -290,8 +287,10 @@ def _sys(add: Any) -> None:
         add("DELETE", base + "/{name}", _policy_delete, "delete")
     add("GET", "sys/internal/specs/openapi", _openapi, None, authenticated=False)
     add("POST", "sys/capabilities-self", _capabilities_self, None, body={"paths": STRS})
-    add("POST", "sys/capabilities", _capabilities_of_token, "update", body={"token": STR, "paths": STRS})
-    add("POST", "sys/capabilities-accessor", _capabilities_of_accessor, "update", body={"accessor": STR, "paths": STRS})
+    by_token = _capabilities_of("token", token_routes.own_by_token, "invalid token")
+    by_accessor = _capabilities_of("accessor", token_routes.own_by_accessor, "invalid accessor")
+    add("POST", "sys/capabilities", by_token, "update", body={"token": STR, "paths": STRS})
+    add("POST", "sys/capabilities-accessor", by_accessor, "update", body={"accessor": STR, "paths": STRS})
 
 
 # -- KV v2 -------------------------------------------------------------------------------------
