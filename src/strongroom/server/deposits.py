@@ -174,6 +174,15 @@ class Deposits:
             deps = repo.deposits_of(tx, me.id)
         return [self._describe(tx, d) for d in deps]
 
+    def create_empty(self, ctx: Ctx, name: str, action: str) -> DepositRow:
+        """The caller's new deposit ``name`` with no version yet (KV v2 keeps metadata before
+        data); its first put makes version 1, and a get before that finds no version."""
+        repo.insert_deposit(ctx.tx, ctx.client.id, name, self.clock(), latest_version=0)
+        ctx.audit.append(ctx.client.id, action, f"{ctx.client.id}/{name}", "ok", version=0)
+        dep = repo.deposit(ctx.tx, ctx.client.id, name)
+        assert dep is not None
+        return dep
+
     def find_own(self, ctx: Ctx, name: str) -> DepositRow | None:
         """The caller's deposit ``name`` (already checked by the caller's API), if it has one."""
         return repo.deposit(ctx.tx, ctx.client.id, name)

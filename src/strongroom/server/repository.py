@@ -218,14 +218,15 @@ def deposits_with_readers(tx: Tx, not_owner: str) -> list[DepositRow]:
     return [DepositRow(*r) for r in rows]
 
 
-def insert_deposit(tx: Tx, owner_id: str, name: str, now: float) -> int:
-    """A new deposit at version 1; returns its id."""
+def insert_deposit(tx: Tx, owner_id: str, name: str, now: float, latest_version: int = 1) -> int:
+    """A new deposit at ``latest_version`` (1, or 0 for one with no version yet); returns its id."""
     return int(
         tx.value(
             "INSERT INTO deposits (owner_id, name, latest_version, retrievals, created, updated) "
-            "VALUES (?, ?, 1, 0, ?, ?) RETURNING id",
+            "VALUES (?, ?, ?, 0, ?, ?) RETURNING id",
             owner_id,
             name,
+            latest_version,
             now,
             now,
         )

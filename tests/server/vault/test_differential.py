@@ -442,3 +442,33 @@ def test_explicit_max_ttl_is_reported_as_asked(targets: dict[str, Target]) -> No
 def test_a_path_a_mount_does_not_serve_is_worded_as_openbao_words_it(targets: dict[str, Target], path: str) -> None:  # noqa: F811
     ref, ours = _both(targets, lambda t: curl(t, "GET", path))
     assert ours == ref and ours[0] == 404
+
+
+# -- KV metadata before the first version --------------------------------------------------------
+def test_kv_metadata_before_the_first_write_is_kept_as_openbao_keeps_it(targets: dict[str, Target]) -> None:  # noqa: F811
+    def run(t: Target) -> list[Any]:
+        kv = t.client().secrets.kv.v2
+        out: list[Any] = []
+        kv.update_metadata("early/x", max_versions=3, delete_version_after="1h", custom_metadata={"team": "ops"})
+        meta = kv.read_secret_metadata("early/x")["data"]
+        out.append((sorted(meta), meta["current_version"], meta["oldest_version"], meta["versions"], meta["max_versions"]))
+        out.append((meta["custom_metadata"], meta["delete_version_after"]))
+        try:
+            kv.read_secret_version("early/x", raise_on_deleted_version=True)
+        except hx.InvalidPath:
+            out.append("no version")
+        out.append(kv.list_secrets("early")["data"]["keys"])
+        written = kv.create_or_update_secret("early/x", {"k": "v"})["data"]
+        out.append((written["version"], bool(written["deletion_time"])))  # the metadata's duration applies
+        out.append(kv.read_secret_version("early/x", raise_on_deleted_version=True)["data"]["data"])
+        kv.delete_metadata_and_all_versions("early/x")
+        kv.update_metadata("early/y", max_versions=2)
+        kv.delete_metadata_and_all_versions("early/y")
+        try:
+            kv.read_secret_metadata("early/y")
+        except hx.InvalidPath:
+            out.append("gone")
+        return out
+
+    ref, ours = _both(targets, run)
+    assert ours == ref

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from strongroom.server import messages as m
 from strongroom.server.errors import NotFound
 from tests.server.test_clock import START, Host, host  # noqa: F401 - the fixture
 from tests.server.vault.inproc import Vault
@@ -122,3 +123,14 @@ def test_listing_folders_and_keys(vault: tuple[Vault, str]) -> None:
     assert v.call("LIST", "secret/metadata/nothing", t).status == 404
     assert v.call("GET", "secret/data/bad path", t).status == 400
     assert v.call("POST", "secret/data/a//b", t, {"data": {}}).status == 400
+
+
+def test_metadata_before_data_is_a_deposit_with_no_version(vault: tuple[Vault, str]) -> None:
+    v, t = vault
+    assert v.call("POST", "secret/metadata/later", t, {"max_versions": 2}).status == 204
+    with pytest.raises(NotFound, match="no version 0"):
+        v.host.get("later")  # the deposit API finds the deposit and no version of it
+    listed = v.host.run(v.host.request("GET", "/v1/deposits"), m.ListDeposits(False))
+    assert [d["latest_version"] for d in listed if d["name"] == "later"] == [0]
+    assert v.call("POST", "secret/data/later", t, {"data": {"k": "v"}}).body["data"]["version"] == 1
+    assert v.host.get("later") == b'{"k":"v"}'

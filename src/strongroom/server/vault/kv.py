@@ -267,9 +267,8 @@ class KvV2:
         if dep is None:
             if patch:
                 raise Refused(Missing())
-            # Vault keeps metadata for a path with no versions yet; here a deposit needs a first
-            # version, so settings wait for one.  Say so rather than pretend.
-            raise Invalid("write a first version of this secret before its metadata (KV metadata without data is not kept)")
+            # Vault keeps metadata for a path with no versions yet: a deposit with none
+            dep = self.service.deposits.create_empty(ctx, check_path(path), "vault.kv.metadata.create")
         s = vault_rows.kv_settings(ctx.tx, dep.id)
         if body.get("metadata_cas_required") not in (None, False):
             raise Invalid("metadata_cas_required is not supported")
