@@ -138,3 +138,15 @@ def test_bao_read_with_a_wrap_ttl_is_refused_never_answered_in_plaintext(targets
         check=False,
     )
     assert p.returncode != 0 and "wrapping is not supported" in p.stderr and "k" not in (p.stdout or "")
+    # and unwrapping says the same (OpenBao unwraps what it wrapped)
+    ours = subprocess.run(
+        [str(BAO), "unwrap", "-format=json", "s.AAAAAAAAAAAAAAAAAAAAAAAA"],
+        capture_output=True,
+        text=True,
+        env={**env, **targets["strongroom"].env},
+        timeout=60,
+        check=False,
+    )
+    assert ours.returncode != 0 and "wrapping is not supported" in ours.stderr
+    code, out = run_bao(targets["openbao"], ["unwrap", "-format=json", out["wrap_info"]["token"]], str(tmp_path))
+    assert code == 0 and out["data"]["data"] == {"k": "v"}

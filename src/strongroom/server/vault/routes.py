@@ -263,6 +263,10 @@ def _capabilities_of(field: str, find: Any, wrong: str) -> Any:
     return handler
 
 
+def _no_wrapping(p: Plain) -> tuple[int, dict[str, Any]]:
+    return 400, {"errors": ["response wrapping is not supported by this server"]}
+
+
 _SPEC: list[dict[str, Any]] = []
 
 
@@ -276,6 +280,8 @@ def _sys(add: Any) -> None:
     add("GET", "sys/init", lambda p: (200, {"initialized": True}), None, authenticated=False)
     # every server on one database serves every request: no leader, no standby (Vault's non-HA answer)
     add("GET", "sys/leader", lambda p: (200, {"ha_enabled": False}), None, authenticated=False)
+    for op in ("wrap", "unwrap", "rewrap", "lookup"):  # named, so a client learns why, not "unsupported path"
+        add("POST", f"sys/wrapping/{op}", _no_wrapping, None, authenticated=False)
     add("GET", "sys/internal/ui/mounts", _ui_mounts, None)
     add("GET", "sys/internal/ui/mounts/{path*}", _ui_mount, None)
     add("GET", "sys/mounts", _sys_mounts, "read")
