@@ -472,3 +472,17 @@ def test_kv_metadata_before_the_first_write_is_kept_as_openbao_keeps_it(targets:
 
     ref, ours = _both(targets, run)
     assert ours == ref
+
+
+def test_host_info_has_vaults_fields_and_needs_sudo(targets: dict[str, Target]) -> None:  # noqa: F811
+    """No client library reads sys/host-info: curl does."""
+
+    def run(t: Target) -> list[Any]:
+        status, answer = curl(t, "GET", "sys/host-info")
+        data = answer["data"]
+        made = t.client().auth.token.create(policies=["default"], ttl="1h")["auth"]["client_token"]
+        refused = curl(Target(t.name, t.url, made, made, t.ca, t.env), "GET", "sys/host-info")[0]
+        return [status, sorted(data), sorted(data["host"]), type(data["cpu"]).__name__, refused]
+
+    ref, ours = _both(targets, run)
+    assert ours == ref and ours[0] == 200 and ours[-1] == 403

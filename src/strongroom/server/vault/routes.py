@@ -16,7 +16,7 @@ from strongroom.server import numbers, vault_rows
 from strongroom.server import repository as repo
 from strongroom.server.errors import Refused, StorageUnavailable
 from strongroom.server.service import Service
-from strongroom.server.vault import openapi, token_routes, transit
+from strongroom.server.vault import hostinfo, openapi, token_routes, transit
 from strongroom.server.vault import policy as pol
 from strongroom.server.vault.call import Call, Plain, VaultRoute
 from strongroom.server.vault.errors import Invalid, Missing, PermissionDenied
@@ -263,6 +263,11 @@ def _capabilities_of(field: str, find: Any, wrong: str) -> Any:
     return handler
 
 
+def _host_info(c: Call) -> dict[str, Any]:
+    c.require("sudo")  # as Vault: the host's details are for operators
+    return hostinfo.describe()
+
+
 def _no_wrapping(p: Plain) -> tuple[int, dict[str, Any]]:
     return 400, {"errors": ["response wrapping is not supported by this server"]}
 
@@ -285,6 +290,7 @@ def _sys(add: Any) -> None:
     add("GET", "sys/internal/ui/mounts", _ui_mounts, None)
     add("GET", "sys/internal/ui/mounts/{path*}", _ui_mount, None)
     add("GET", "sys/mounts", _sys_mounts, "read")
+    add("GET", "sys/host-info", _host_info, "read")
     for base in ("sys/policy", "sys/policies/acl"):
         add("GET", base, _policy_names, "read")
         add("LIST", base, _policy_names, "list")
