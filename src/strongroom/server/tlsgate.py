@@ -45,16 +45,19 @@ class Gate:
         self.timeout = timeout
         self.pending: dict[str, int] = {}  # unfinished handshakes per source address
         self._task: asyncio.Task[None] | None = None
+        self._watch_task: asyncio.Task[None] | None = None
         self._handshakes: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
         self.listener.setblocking(False)
-        self._task = asyncio.get_running_loop().create_task(self._accept())
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._accept())
+        self._watch_task = loop.create_task(self._watch())
 
     def stop(self) -> None:
         """Stop accepting (the listening socket stays open: the other workers share it) and drop
         the handshakes still under way."""
-        for task in [self._task, *self._handshakes]:
+        for task in [self._task, self._watch_task, *self._handshakes]:
             if task is not None:
                 task.cancel()
 
@@ -63,14 +66,7 @@ class Gate:
         failures = 0  # in a row: a listener that fails every accept must not spin the worker
         while True:
             try:
-                async with asyncio.timeout(LISTENER_CHECK_S):
-                    conn, addr = await loop.sock_accept(self.listener)
-            except TimeoutError:
-                # a descriptor closed under a pending accept never wakes it (epoll forgets it)
-                if self._listening():
-                    continue
-                self._broken("closed")
-                return
+                conn, addr = await loop.sock_accept(self.listener)
             except (OSError, ValueError) as e:  # ValueError: uvloop's answer for a closed socket
                 code = e.errno if isinstance(e, OSError) else None
                 name = errno.errorcode.get(code or 0, "closed")
@@ -92,6 +88,17 @@ class Gate:
             task = loop.create_task(self._handshake(conn, source))
             self._handshakes.add(task)
             task.add_done_callback(self._handshakes.discard)
+
+    async def _watch(self) -> None:
+        """A descriptor closed under a pending accept never wakes it (epoll forgets a closed
+        descriptor): look every LISTENER_CHECK_S whether the listener still listens.  Apart from
+        the accept, so that no accept is ever cancelled with a connection in hand."""
+        while self._task is not None and not self._task.done():
+            await asyncio.sleep(LISTENER_CHECK_S)
+            if not self._listening() and self._task is not None and not self._task.done():
+                self._task.cancel()
+                self._broken("closed")
+                return
 
     def _listening(self) -> bool:
         try:
