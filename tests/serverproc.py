@@ -93,12 +93,16 @@ class ServerProcess:
 class Deployment:
     """A data dir with its database, the admin client, and any number of running server processes."""
 
-    def __init__(self, root: Path, db_url: str | None, deposit_limit: int | None = None) -> None:
+    def __init__(
+        self, root: Path, db_url: str | None, deposit_limit: int | None = None, unlock: Any = PASSPHRASE, **seal: Any
+    ) -> None:
+        """``unlock`` and ``seal``: as init_server takes them (a passphrase by default)."""
         self.root = root
         self.data = DataDir(root / "data")
         self.pwfile = root / "passphrase"
         self.pwfile.write_text(PASSPHRASE + "\n")
-        res = init_server(self.data, PASSPHRASE, db_url, deposit_limit=deposit_limit)
+        res = init_server(self.data, unlock, db_url, deposit_limit=deposit_limit, **seal)
+        self.shares = res.shares
         self.org = res.org
         self.secret = res.auth_secret
         self.db_url = res.db_url

@@ -22,7 +22,7 @@ def test_a_grant_unseals_only_the_box_and_purpose_it_was_made_for(tmp_path: Path
     try:
         giver, taker = barrier.Barrier(), barrier.Barrier()
         with store.exclusive() as tx:
-            giver.unseal_with_passphrase(tx, PASSPHRASE, 1)
+            giver.open_with(tx, barrier.Unlock(PASSPHRASE), 1)
         with pytest.raises(barrier.SealedError):
             taker.grant(sealedbox.BoxKey().public, b"aad")  # a sealed barrier has nothing to give
         box = sealedbox.BoxKey()

@@ -90,7 +90,7 @@ def host(tmp_path: Path) -> Iterator[Host]:
     store = storage.Store(data.load_config().db_url)
     bar = barrier.Barrier()
     with store.exclusive() as tx:
-        bar.unseal_with_passphrase(tx, PASSPHRASE, int(repo.get_meta(tx, "seal_epoch") or "1"))
+        bar.open_with(tx, barrier.Unlock(PASSPHRASE), int(repo.get_meta(tx, "seal_epoch") or "1"))
     clock = Clock()
     service = Service(store, bar, data, data.load_config(), clock=clock)
     identity = Identity.generate()

@@ -31,7 +31,7 @@ def committer(tmp_path: Path) -> Iterator[tuple[GroupCommitter, storage.Store, b
     store = storage.Store(data.load_config().db_url)
     bar = barrier.Barrier()
     with store.exclusive() as tx:
-        bar.unseal_with_passphrase(tx, PASSPHRASE, int(repo.get_meta(tx, "seal_epoch") or "1"))
+        bar.open_with(tx, barrier.Unlock(PASSPHRASE), int(repo.get_meta(tx, "seal_epoch") or "1"))
     try:
         yield GroupCommitter(store, bar, data.head_file), store, bar, data
     finally:

@@ -109,7 +109,7 @@ def test_committer_answers_only_after_the_head_is_durable(
     store = storage.Store(data.load_config().db_url)
     bar = barrier.Barrier()
     with store.exclusive() as tx:
-        bar.unseal_with_passphrase(tx, PASSPHRASE, int(repo.get_meta(tx, "seal_epoch") or "1"))
+        bar.open_with(tx, barrier.Unlock(PASSPHRASE), int(repo.get_meta(tx, "seal_epoch") or "1"))
     head = data.head_file
     assert head.covered_by(store.database_file)  # tmp_path: a local filesystem with O_DIRECT
     assert fcntl.fcntl(head._open(), fcntl.F_GETFL) & os.O_DIRECT
@@ -179,7 +179,7 @@ def test_verify_accepts_only_the_uncommitted_batch(tmp_path: Path) -> None:
     bar = barrier.Barrier()
     try:
         with store.snapshot() as tx:
-            bar.unseal_with_passphrase(tx, PASSPHRASE, 1)
+            bar.open_with(tx, barrier.Unlock(PASSPHRASE), 1)
             mac2 = bytes(tx.value("SELECT mac FROM audit WHERE seq = 2"))
         data.head_file.begin((2, mac2), (5, os.urandom(32)))
         with store.snapshot() as tx:
@@ -212,7 +212,7 @@ def test_a_wiped_head_file_does_not_verify(tmp_path: Path, wipe: str) -> None:
         else:
             data.head_file.path.write_bytes(b"" if wipe == "emptied" else b"not a head\n")
         with store.snapshot() as tx:
-            bar.unseal_with_passphrase(tx, PASSPHRASE, 1)
+            bar.open_with(tx, barrier.Unlock(PASSPHRASE), 1)
             result = audit.verify(tx, bar.audit_key(), data.head_file)
         assert not result.ok and "head file" in result.reason, result
     finally:
@@ -235,7 +235,7 @@ def test_a_checkpoint_kept_elsewhere_catches_what_one_data_dir_cannot(tmp_path: 
     bar = barrier.Barrier()
     try:
         with store.exclusive() as tx:  # "another server" writes entries 3-5
-            bar.unseal_with_passphrase(tx, PASSPHRASE, 1)
+            bar.open_with(tx, barrier.Unlock(PASSPHRASE), 1)
             seq, mac = audit.checkpoint(tx)
             aw = audit.AuditWriter(tx, seq, mac, bar.audit_key())
             for i in range(3):
@@ -270,7 +270,7 @@ def test_each_data_dir_follows_the_chains_head_whoever_wrote_it(tmp_path: Path) 
     bar = barrier.Barrier()
     try:
         with store.exclusive() as tx:  # another server's entries 3-5, not mirrored here
-            bar.unseal_with_passphrase(tx, PASSPHRASE, 1)
+            bar.open_with(tx, barrier.Unlock(PASSPHRASE), 1)
             aw = audit.AuditWriter(tx, *audit.checkpoint(tx), bar.audit_key())
             for i in range(3):
                 aw.append("other-server", "deposit.put", f"k{i}", "ok")

@@ -24,6 +24,15 @@ from strongroom.cli.common import (
     read_passphrase,
     require_data,
 )
+from strongroom.cli.unlock import (
+    check_counts,
+    hsm_settings,
+    print_shares,
+    read_shares,
+    read_unlock,
+    unlock_errors,
+    unlock_options,
+)
 
 
 def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
@@ -52,6 +61,12 @@ def server() -> None:
     metavar="SOURCE",
     help="Mix a health-tested hardware source (rdrand, rdseed, hwrng) into the entropy service.",
 )
+@click.option("--key-shares", type=click.IntRange(1, 16), help="Seal with this many unseal shares instead of a passphrase.")
+@click.option("--key-threshold", type=click.IntRange(1, 16), help="How many of the shares unseal.")
+@click.option("--hsm-lib", help="Seal with a key in this PKCS#11 module's token (auto-unseal).")
+@click.option("--hsm-token", help="The HSM token's label.")
+@click.option("--hsm-pin-file", type=click.Path(dir_okay=False, path_type=Path), help="The HSM user PIN's file (mode 0600).")
+@click.option("--hsm-key", default="strongroom-unseal", show_default=True, help="The wrapping key's label (made if absent).")
 @passphrase_option
 @json_option
 def server_init(
@@ -62,6 +77,12 @@ def server_init(
     server_url: str | None,
     deposit_limit: int | None,
     entropy_mix: str | None,
+    key_shares: int | None,
+    key_threshold: int | None,
+    hsm_lib: str | None,
+    hsm_token: str | None,
+    hsm_pin_file: Path | None,
+    hsm_key: str,
     passphrase_file: Path | None,
     as_json: bool,
 ) -> None:
@@ -75,8 +96,25 @@ def server_init(
 
     data = require_data(data_dir)
     check_entropy_mix(entropy_mix)  # before the passphrase prompt
-    pw = read_passphrase(passphrase_file, confirm=True, what="New server passphrase")
-    res = init_server(data, pw, db_url, list(names) or None, org, server_url, deposit_limit, entropy_mix)
+    from strongroom.server import barrier
+    from strongroom.server.hsm import HsmError, Pkcs11Link
+
+    if (key_shares is None) != (key_threshold is None):
+        raise CliError("give both --key-shares and --key-threshold")
+    n, m = key_shares or 0, key_threshold or 0
+    if n:
+        check_counts(n, m)
+    hsm = hsm_settings(hsm_lib, hsm_token, hsm_pin_file, hsm_key) if (hsm_lib or hsm_token or hsm_pin_file) else None
+    if hsm is not None:
+        unlock = barrier.Unlock(hsm=Pkcs11Link(hsm))
+    elif n:
+        unlock = barrier.Unlock()
+    else:
+        unlock = barrier.Unlock(passphrase=read_passphrase(passphrase_file, confirm=True, what="New server passphrase"))
+    try:
+        res = init_server(data, unlock, db_url, list(names) or None, org, server_url, deposit_limit, entropy_mix, n, m, hsm)
+    except HsmError as e:
+        raise CliError(str(e)) from None
     out = {
         "data": str(data.path),
         "org": res.org,
@@ -84,10 +122,14 @@ def server_init(
         "admin_profile": str(res.admin_profile),
         "admin_id": res.admin_id,
         "ca": str(data.ca_file),
+        "seal": res.seal,
+        "shares": res.shares,
     }
 
     def human(o: dict[str, Any]) -> None:
-        click.echo(f"Server created in {o['data']}.")
+        click.echo(f"Server created in {o['data']}, unsealed with {res.seal}.")
+        if res.shares:
+            print_shares(res.shares, m)
         click.echo(f"Organization {o['org']}: auth secret (shown once, keep it safe):\n  {o['auth_secret']}")
         click.echo(f"Admin profile: {o['admin_profile']}   CA certificate: {o['ca']}")
 
@@ -101,10 +143,20 @@ def server_init(
 @click.option("--sealed", is_flag=True, help="Start sealed, without asking for the passphrase.")
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 @passphrase_option
+@click.option("--share-file", "share_files", multiple=True, type=click.Path(dir_okay=False, path_type=Path), help="Shares.")
 def server_start(
-    data_dir: Path | None, listen: str, workers: int, sealed: bool, log_level: str, passphrase_file: Path | None
+    data_dir: Path | None,
+    listen: str,
+    workers: int,
+    sealed: bool,
+    log_level: str,
+    passphrase_file: Path | None,
+    share_files: tuple[Path, ...],
 ) -> None:
     """Serve the API over HTTPS until SIGTERM or SIGINT.
+
+    A server sealed with a passphrase asks for it (or --sealed); one sealed with shares starts
+    sealed unless --share-file gives enough; one sealed by an HSM unseals itself.
 
     \b
     Example:
@@ -112,18 +164,28 @@ def server_start(
     """
     import logging
 
-    from strongroom.server import barrier
+    from strongroom.server.errors import StorageUnavailable
+    from strongroom.server.maintenance import seal_of
     from strongroom.server.run import StartError, serve, unsealed_barrier
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     data = require_data(data_dir)
     data.load_config()
     bar = None
+    try:
+        kind = seal_of(data).kind
+    except (StorageUnavailable, ValueError):
+        kind = "passphrase"  # the start reports the database; a passphrase server asks as always
+    if kind == "shares" and not share_files:
+        sealed = True
+        click.echo("starting sealed: give the unseal shares with 'strongroom server unseal --share'", err=True)
+    if kind == "pkcs11" and not share_files:
+        sealed = True  # the writer process asks the HSM (a PKCS#11 module must not cross a fork)
     if not sealed:
         try:
-            bar = unsealed_barrier(data, read_passphrase(passphrase_file))
-        except barrier.WrongPassphrase:
-            raise CliError("wrong passphrase") from None
+            bar = unsealed_barrier(data, read_unlock(data_dir, passphrase_file, share_files))
+        except unlock_errors() as e:
+            raise CliError(str(e)) from None
     try:
         code = serve(data, listen, workers, bar, log_level)
     except StartError as e:
@@ -157,24 +219,6 @@ def server_set_entropy_mix(data_dir: Path | None, source: str, as_json: bool) ->
     )
 
 
-@server.command("unseal")
-@admin_options
-@passphrase_option
-@json_option
-def server_unseal(
-    data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], passphrase_file: Path | None, as_json: bool
-) -> None:
-    """Unseal a running server (every process on its database follows).
-
-    \b
-    Example:
-      strongroom server unseal --data /var/lib/strongroom --passphrase-file /root/pw
-    """
-    pw = read_passphrase(passphrase_file)
-    with open_client(profile, servers, data_dir, admin=True) as c:
-        emit(c.unseal(pw), as_json, lambda o: click.echo("unsealed" if o["changed"] else "already unsealed"))
-
-
 @server.command("seal")
 @admin_options
 @json_option
@@ -206,9 +250,11 @@ def server_rotate(data_dir: Path | None, profile: Path | None, servers: tuple[st
 @server.command("backup")
 @data_option
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Backup file to write.")
-@passphrase_option
+@unlock_options
 @json_option
-def server_backup(data_dir: Path | None, out_path: Path, passphrase_file: Path | None, as_json: bool) -> None:
+def server_backup(
+    data_dir: Path | None, out_path: Path, passphrase_file: Path | None, share_files: tuple[Path, ...], as_json: bool
+) -> None:
     """Write a consistent, encrypted backup (database and data dir) while the server runs.
 
     \b
@@ -218,7 +264,10 @@ def server_backup(data_dir: Path | None, out_path: Path, passphrase_file: Path |
     from strongroom.server.backup import write_backup_file
 
     data = require_data(data_dir)
-    counts = write_backup_file(data, read_passphrase(passphrase_file), out_path)
+    try:
+        counts = write_backup_file(data, read_unlock(data_dir, passphrase_file, share_files), out_path)
+    except unlock_errors() as e:
+        raise CliError(str(e)) from None
     emit(
         {"out": str(out_path), "rows": counts},
         as_json,
@@ -230,9 +279,16 @@ def server_backup(data_dir: Path | None, out_path: Path, passphrase_file: Path |
 @data_option
 @click.option("--in", "in_path", required=True, type=click.Path(dir_okay=False, exists=True, path_type=Path), help="Backup file.")
 @click.option("--db", "db_url", help="Empty database to restore into (default: SQLite in the data dir).")
-@passphrase_option
+@unlock_options
 @json_option
-def server_restore(data_dir: Path | None, in_path: Path, db_url: str | None, passphrase_file: Path | None, as_json: bool) -> None:
+def server_restore(
+    data_dir: Path | None,
+    in_path: Path,
+    db_url: str | None,
+    passphrase_file: Path | None,
+    share_files: tuple[Path, ...],
+    as_json: bool,
+) -> None:
     """Restore a backup into an empty data dir (and empty database).
 
     \b
@@ -240,12 +296,16 @@ def server_restore(data_dir: Path | None, in_path: Path, db_url: str | None, pas
       strongroom server restore --data /var/lib/strongroom-new --in /backup/strongroom.srb
     """
     from strongroom.server.backup import BackupError, restore
+    from strongroom.server.barrier import Unlock
 
     data = require_data(data_dir)
     try:
         with in_path.open("rb") as f:
-            counts = restore(data, read_passphrase(passphrase_file), f, db_url)
+            unlock = Unlock(shares=tuple(read_shares(share_files))) if share_files else Unlock(read_passphrase(passphrase_file))
+            counts = restore(data, unlock, f, db_url)
     except BackupError as e:
+        raise CliError(str(e)) from None
+    except unlock_errors() as e:
         raise CliError(str(e)) from None
     emit({"data": str(data.path), "rows": counts}, as_json, lambda o: click.echo(f"restored into {o['data']}"))
 
@@ -257,7 +317,7 @@ def audit_group() -> None:
 
 @audit_group.command("verify")
 @data_option
-@passphrase_option
+@unlock_options
 @click.option(
     "--checkpoint",
     "checkpoints",
@@ -266,7 +326,13 @@ def audit_group() -> None:
     help="A head printed earlier by `server audit checkpoint` (repeatable): the chain must still hold it.",
 )
 @json_option
-def audit_verify(data_dir: Path | None, passphrase_file: Path | None, checkpoints: tuple[str, ...], as_json: bool) -> None:
+def audit_verify(
+    data_dir: Path | None,
+    passphrase_file: Path | None,
+    share_files: tuple[Path, ...],
+    checkpoints: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Check the whole chain; exit 1 and name the first bad entry if anything was altered.
 
     \b
@@ -274,7 +340,7 @@ def audit_verify(data_dir: Path | None, passphrase_file: Path | None, checkpoint
       strongroom server audit verify --data /var/lib/strongroom --passphrase-file /root/pw
       strongroom server audit verify --data /var/lib/strongroom --checkpoint "$(cat /mnt/elsewhere/audit.checkpoint)"
     """
-    res, _ = _verified(data_dir, passphrase_file, checkpoints)
+    res, _ = _verified(data_dir, passphrase_file, share_files, checkpoints)
     out = {"ok": res.ok, "entries": res.entries, "first_bad": res.first_bad, "reason": res.reason}
     emit(
         out,
@@ -287,9 +353,9 @@ def audit_verify(data_dir: Path | None, passphrase_file: Path | None, checkpoint
 
 @audit_group.command("checkpoint")
 @data_option
-@passphrase_option
+@unlock_options
 @json_option
-def audit_checkpoint(data_dir: Path | None, passphrase_file: Path | None, as_json: bool) -> None:
+def audit_checkpoint(data_dir: Path | None, passphrase_file: Path | None, share_files: tuple[Path, ...], as_json: bool) -> None:
     """Verify the chain, then print its head as SEQ:MAC, to keep somewhere the servers cannot write
     (a later `audit verify --checkpoint` fails if the chain lost or changed that entry, whichever
     server wrote it).  Exit 1, printing nothing to keep, if the chain does not verify.
@@ -298,14 +364,16 @@ def audit_checkpoint(data_dir: Path | None, passphrase_file: Path | None, as_jso
     Example:
       strongroom server audit checkpoint --data /var/lib/strongroom > /mnt/elsewhere/audit.checkpoint
     """
-    res, (seq, mac) = _verified(data_dir, passphrase_file, ())
+    res, (seq, mac) = _verified(data_dir, passphrase_file, share_files, ())
     if not res.ok:
         raise CliError(f"audit log damaged: {res.reason}")
     emit({"checkpoint": f"{seq}:{mac.hex()}", "seq": seq}, as_json, lambda o: click.echo(o["checkpoint"]))
 
 
-def _verified(data_dir: Path | None, passphrase_file: Path | None, checkpoints: tuple[str, ...]) -> Any:
-    from strongroom.server import audit, barrier
+def _verified(
+    data_dir: Path | None, passphrase_file: Path | None, share_files: tuple[Path, ...], checkpoints: tuple[str, ...]
+) -> Any:
+    from strongroom.server import audit
     from strongroom.server.maintenance import verify_audit
 
     data = require_data(data_dir)
@@ -314,9 +382,9 @@ def _verified(data_dir: Path | None, passphrase_file: Path | None, checkpoints: 
     except ValueError as e:
         raise CliError(str(e)) from None
     try:
-        return verify_audit(data, read_passphrase(passphrase_file), parsed)
-    except barrier.WrongPassphrase:
-        raise CliError("wrong passphrase") from None
+        return verify_audit(data, read_unlock(data_dir, passphrase_file, share_files), parsed)
+    except unlock_errors() as e:
+        raise CliError(str(e)) from None
 
 
 @audit_group.command("tail")

@@ -330,8 +330,21 @@ class Client:
     def seal(self) -> dict[str, Any]:
         return dict(self._json("POST", "/v1/admin/seal"))
 
-    def unseal(self, passphrase: str) -> dict[str, Any]:
-        return dict(self._json("POST", "/v1/unseal", json_body={"passphrase": passphrase}))
+    def unseal(self, passphrase: str | None = None, share: str | None = None, reset: bool = False) -> dict[str, Any]:
+        """Unseal with the passphrase, give one share, or forget the shares given so far."""
+        body: dict[str, Any] = {"reset": True} if reset else {"share": share} if share is not None else {"passphrase": passphrase}
+        return dict(self._json("POST", "/v1/unseal", json_body=body))
+
+    def seal_status(self) -> dict[str, Any]:
+        return dict(self._json("GET", "/v1/seal-status"))
+
+    def rekey(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Start a rekey (``{"shares", "threshold"}``), give a current share (``{"nonce", "share"}``)
+        or cancel (``{"cancel": true}``)."""
+        return dict(self._json("POST", "/v1/admin/rekey", json_body=body))
+
+    def rekey_status(self) -> dict[str, Any]:
+        return dict(self._json("GET", "/v1/admin/rekey"))
 
     def audit_tail(self, after: int = -1, limit: int = 50) -> Records:
         return list(self._json("GET", "/v1/admin/audit", params={"after": after, "limit": limit}))

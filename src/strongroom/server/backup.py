@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import json
 import os
 import struct
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from strongroom.crypto import aead
+from strongroom.crypto.shares import ShareError
 from strongroom.server import audit, schema, storage
 from strongroom.server import barrier as barrier_mod
 from strongroom.server import repository as repo
@@ -62,14 +64,14 @@ def _decode(value: Any) -> Any:
     return value
 
 
-def write_backup(data: DataDir, passphrase: str, out: IO[bytes]) -> dict[str, int]:
+def write_backup(data: DataDir, unlock: barrier_mod.Unlock, out: IO[bytes]) -> dict[str, int]:
     config = data.load_config()
     store = storage.Store(config.db_url)
     counts: dict[str, int] = {}
     try:
         with store.snapshot() as tx:  # one consistent view of every table
             bar = barrier_mod.Barrier()
-            bar.unseal_with_passphrase(tx, passphrase, 0)
+            bar.open_with(tx, unlock, 0)
             try:
                 backup_key, recovery = bar.new_backup_key(tx)
             except ValueError as e:
@@ -123,7 +125,7 @@ def _read_exact(f: IO[bytes], n: int) -> bytes:
     return b
 
 
-def read_backup(f: IO[bytes], passphrase: str) -> Iterator[dict[str, Any]]:
+def read_backup(f: IO[bytes], unlock: barrier_mod.Unlock) -> Iterator[dict[str, Any]]:
     if f.read(len(MAGIC)) != MAGIC:
         raise BackupError("not a Strongroom backup file")
     (hlen,) = struct.unpack(">I", _read_exact(f, 4))
@@ -134,8 +136,8 @@ def read_backup(f: IO[bytes], passphrase: str) -> Iterator[dict[str, Any]]:
         header = json.loads(header_bytes)
         if not isinstance(header, dict):
             raise ValueError("not an object")
-        key = barrier_mod.open_backup_key(header, passphrase)
-    except barrier_mod.WrongPassphrase as e:
+        key = barrier_mod.open_backup_key(header, unlock)
+    except (barrier_mod.WrongPassphrase, barrier_mod.NeedsMaterial, ShareError) as e:
         raise BackupError(str(e)) from None
     except (ValueError, RecursionError):
         raise BackupError("backup header is corrupt") from None
@@ -170,11 +172,13 @@ def read_backup(f: IO[bytes], passphrase: str) -> Iterator[dict[str, Any]]:
             return
 
 
-def restore(data: DataDir, passphrase: str, f: IO[bytes], db_url: str | None = None) -> dict[str, int]:
+def restore(data: DataDir, unlock: barrier_mod.Unlock, f: IO[bytes], db_url: str | None = None) -> dict[str, int]:
     """Restore into an empty data dir and an empty database; then chain a 'restore' audit entry."""
     if not data.is_empty():
         raise DataDirError(f"{data.path} is not empty; restore needs an empty data dir")
     url = db_url or data.default_sqlite_url()
+    items = read_backup(f, unlock)
+    first = next(items, None)  # the header and its key checked before anything is made
     data.path.mkdir(mode=0o700, parents=True, exist_ok=True)
     store = storage.Store(url)
     counts: dict[str, int] = {}
@@ -195,7 +199,7 @@ def restore(data: DataDir, passphrase: str, f: IO[bytes], db_url: str | None = N
                     tx.many(f"INSERT INTO {name} ({', '.join(cols)}) VALUES ({marks})", batch)  # noqa: S608 - schema names
                 batch.clear()
 
-            for item in read_backup(f, passphrase):
+            for item in itertools.chain([first] if first is not None else [], items):
                 if "f" in item:
                     files.append(item)
                     continue
@@ -216,7 +220,7 @@ def restore(data: DataDir, passphrase: str, f: IO[bytes], db_url: str | None = N
                     sql = f"SELECT setval(pg_get_serial_sequence('{t}', 'id'), COALESCE((SELECT MAX(id) FROM {t}), 0) + 1, false)"  # noqa: S608
                     tx.value(sql)
             bar = barrier_mod.Barrier()
-            bar.unseal_with_passphrase(tx, passphrase, int(repo.get_meta(tx, "seal_epoch") or "1"))
+            bar.open_with(tx, unlock, int(repo.get_meta(tx, "seal_epoch") or "1"))
             head = repo.audit_head(tx)
             last = repo.last_audit_seq(tx)
             if head is None or head[0] != last:
@@ -241,12 +245,12 @@ def restore(data: DataDir, passphrase: str, f: IO[bytes], db_url: str | None = N
     return counts
 
 
-def write_backup_file(data: DataDir, passphrase: str, path: Path) -> dict[str, int]:
+def write_backup_file(data: DataDir, unlock: barrier_mod.Unlock, path: Path) -> dict[str, int]:
     tmp = path.with_name(path.name + ".partial")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         with os.fdopen(fd, "wb") as out:
-            counts = write_backup(data, passphrase, out)
+            counts = write_backup(data, unlock, out)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)

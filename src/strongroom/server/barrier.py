@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hmac
 import json
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Protocol
 
-from strongroom.crypto import aead, kdf, sealedbox, transit
+from strongroom.crypto import aead, kdf, sealedbox, shares, transit
 from strongroom.server import repository as repo
 from strongroom.server import vault_rows
+from strongroom.server.sealconfig import SealConfig
 from strongroom.server.storage import Tx
 
 
@@ -60,35 +63,86 @@ def transit_aad(key_id: int, owner: str, version: int, kind: str) -> bytes:
 @dataclass(frozen=True)
 class _Keys:
     unseal: bytes
+    unseal_gen: int  # which U this is: a rekey or a seal migration makes another (follow_unseal_key)
     master_gen: int
     master: bytes
     audit: bytes
 
 
-def _initialize(tx: Tx, passphrase: str) -> bytes:
-    """Create the key hierarchy in a fresh database; returns the unseal key."""
-    params = kdf.Argon2Params.fresh()
-    unseal = kdf.passphrase_key(passphrase, params)
+class NeedsMaterial(Exception):
+    """The unseal key cannot be had from what was given; the message says what is needed."""
+
+
+class HsmLike(Protocol):
+    def wrap(self, label: str, key: bytes) -> bytes: ...
+
+    def unwrap(self, label: str, wrapped: bytes) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class Unlock:
+    """What is brought to open the barrier: a passphrase, shares (a split's, or an HSM seal's
+    recovery shares), or a link to the HSM that holds the wrapping key."""
+
+    passphrase: str | None = None
+    shares: tuple[str, ...] = ()
+    hsm: HsmLike | None = None
+
+    def __repr__(self) -> str:
+        given = "<given>" if self.passphrase else None
+        return f"Unlock(passphrase={given}, shares={len(self.shares)}, hsm={self.hsm is not None})"
+
+
+def seal_config(tx: Tx) -> SealConfig:
+    raw = repo.get_meta(tx, "seal")
+    if raw is not None:
+        return SealConfig.from_json(raw)
+    params = repo.get_meta(tx, "seal_params")  # databases made before the seal record
+    if params is None:
+        raise ValueError("database is not initialized")
+    return SealConfig("passphrase", argon2=json.loads(params))
+
+
+def _unseal_key_for(config: SealConfig, unlock: Unlock) -> bytes:
+    """U from the material given: shares.ShareError, NeedsMaterial, or an HSM's own error."""
+    if unlock.shares:
+        if not config.shares:
+            raise NeedsMaterial(f"this server is unsealed with {config.describe()}, not shares")
+        first = shares.parse(unlock.shares[0])
+        if first.identifier != config.identifier:
+            raise shares.ShareError("these shares belong to another split than this server's (a rekey made new ones?)")
+        return shares.combine(list(unlock.shares))
+    if config.kind == "passphrase":
+        if not unlock.passphrase:
+            raise NeedsMaterial("this server is unsealed with a passphrase")
+        return kdf.passphrase_key(unlock.passphrase, kdf.Argon2Params.from_json(config.argon2))
+    if config.kind == "pkcs11" and unlock.hsm is not None:
+        return unlock.hsm.unwrap(config.hsm_key, config.hsm_wrapped)
+    if config.kind == "pkcs11":
+        raise NeedsMaterial(f"this server is unsealed with {config.describe()}: configure the HSM or give recovery shares")
+    raise NeedsMaterial(f"this server is unsealed with {config.describe()}, not a passphrase")
+
+
+def _wrong(config: SealConfig, unlock: Unlock) -> str:
+    if unlock.shares:
+        return "these shares do not open this server"
+    return "wrong passphrase" if config.kind == "passphrase" else "the HSM's key does not open this server"
+
+
+def _initialize(tx: Tx, config: SealConfig, unseal: bytes) -> None:
+    """Create the key hierarchy in a fresh database under the unseal key ``unseal``."""
     master = aead.new_key()
-    repo.set_meta(tx, "seal_params", json.dumps(params.to_json()))
+    repo.set_meta(tx, "seal", config.to_json())
+    if config.kind == "passphrase":
+        repo.set_meta(tx, "seal_params", json.dumps(config.argon2))
     repo.set_meta(tx, "master_gen", "1")
     repo.set_meta(tx, "seal_epoch", "1")
     repo.insert_master_key(tx, 1, aead.wrap_key(unseal, master, _master_aad(1)), time.time())
     repo.insert_system_key(tx, "audit", 1, aead.wrap_key(master, aead.new_key(), _syskey_aad("audit")))
     repo.insert_audit_head(tx)
-    return unseal
 
 
-def _derive_unseal_key(tx: Tx, passphrase: str) -> bytes:
-    raw = repo.get_meta(tx, "seal_params")
-    if raw is None:
-        raise ValueError("database is not initialized")
-    unseal = kdf.passphrase_key(passphrase, kdf.Argon2Params.from_json(json.loads(raw)))
-    _load(tx, unseal)  # proves the passphrase
-    return unseal
-
-
-def _load(tx: Tx, unseal: bytes) -> _Keys:
+def _load(tx: Tx, unseal: bytes, wrong: str = "wrong passphrase") -> _Keys:
     gen = int(repo.get_meta(tx, "master_gen") or "0")
     wrapped = repo.master_key(tx, gen)
     if wrapped is None:
@@ -96,30 +150,57 @@ def _load(tx: Tx, unseal: bytes) -> _Keys:
     try:
         master = aead.unwrap_key(unseal, wrapped, _master_aad(gen))
     except aead.DecryptionError:
-        raise WrongPassphrase("wrong passphrase") from None
+        raise WrongPassphrase(wrong) from None
     audit_wrapped = repo.system_key(tx, "audit")
     if audit_wrapped is None:
         raise ValueError("audit key record missing")
     audit_key = aead.unwrap_key(master, audit_wrapped, _syskey_aad("audit"))
-    return _Keys(unseal=unseal, master_gen=gen, master=master, audit=audit_key)
+    unseal_gen = int(repo.get_meta(tx, "unseal_gen") or "0")
+    return _Keys(unseal=unseal, unseal_gen=unseal_gen, master_gen=gen, master=master, audit=audit_key)
 
 
-def open_backup_key(header: dict[str, object], passphrase: str) -> bytes:
-    """A backup's key from its header and the passphrase the server had when it was made;
+def _open(tx: Tx, unlock: Unlock) -> _Keys:
+    config = seal_config(tx)
+    return _load(tx, _unseal_key_for(config, unlock), _wrong(config, unlock))
+
+
+def _new_seal(unlock: Unlock, n: int, m: int, hsm_key: str) -> tuple[SealConfig, bytes, list[str]]:
+    """A seal record and its unseal key: from a new passphrase (Argon2id, fresh parameters); or
+    a random key split ``m`` of ``n``; or a random key wrapped by the HSM (``hsm_key``), with
+    ``n`` recovery shares when ``n`` > 0."""
+    if unlock.passphrase:
+        params = kdf.Argon2Params.fresh()
+        return SealConfig("passphrase", argon2=params.to_json()), kdf.passphrase_key(unlock.passphrase, params), []
+    unseal = aead.new_key()
+    made = shares.split(unseal, n, m) if n else []
+    ident = shares.parse(made[0]).identifier if made else -1
+    if unlock.hsm is not None:
+        wrapped = unlock.hsm.wrap(hsm_key, unseal)
+        return SealConfig("pkcs11", shares=n, threshold=m, identifier=ident, hsm_key=hsm_key, hsm_wrapped=wrapped), unseal, made
+    if not made:
+        raise NeedsMaterial("a new seal needs a passphrase, shares or an HSM")
+    return SealConfig("shares", shares=n, threshold=m, identifier=ident), unseal, made
+
+
+def open_backup_key(header: dict[str, object], unlock: Unlock) -> bytes:
+    """A backup's key from its header and the unseal material the server had when it was made;
     WrongPassphrase if it does not open, ValueError if the header is malformed."""
     try:
-        params = kdf.Argon2Params.from_json(header["seal_params"])  # type: ignore[arg-type]
+        if "seal" in header:
+            config = SealConfig.from_json(json.dumps(header["seal"]))
+        else:  # backups made before the seal record
+            config = SealConfig("passphrase", argon2=dict(header["seal_params"]))  # type: ignore[call-overload]
         gen = int(header["master_gen"])  # type: ignore[call-overload]
         wrapped_master = base64.b64decode(str(header["wrapped_master"]), validate=True)
         wrapped_key = base64.b64decode(str(header["wrapped_backup_key"]), validate=True)
     except (KeyError, TypeError, ValueError, binascii.Error) as e:
         raise ValueError("malformed backup header") from e
-    unseal = kdf.passphrase_key(passphrase, params)
+    unseal = _unseal_key_for(config, unlock)
     try:
         master = aead.unwrap_key(unseal, wrapped_master, _master_aad(gen))
         return aead.unwrap_key(master, wrapped_key, _BACKUP_KEY_AAD)
     except aead.DecryptionError:
-        raise WrongPassphrase("wrong passphrase for this backup (or its header was altered)") from None
+        raise WrongPassphrase(f"{_wrong(config, unlock)}: not for this backup (or its header was altered)") from None
 
 
 class Barrier:
@@ -137,24 +218,83 @@ class Barrier:
         with self._lock:
             self._keys, self.epoch = keys, epoch
 
-    def initialize(self, tx: Tx, passphrase: str) -> None:
-        """Create the key hierarchy in a fresh database and hold it (epoch 1)."""
-        self.unseal(tx, _initialize(tx, passphrase), 1)
+    def initialize(self, tx: Tx, unlock: Unlock, n: int = 0, m: int = 0, hsm_key: str = "") -> list[str]:
+        """Create the key hierarchy in a fresh database and hold it (epoch 1): sealed as
+        ``_new_seal`` says; returns the shares to hand out (none for a passphrase)."""
+        config, unseal, made = _new_seal(unlock, n, m, hsm_key)
+        _initialize(tx, config, unseal)
+        self.unseal(tx, unseal, 1)
+        return made
 
-    def unseal_or_check(self, tx: Tx, passphrase: str, epoch: int) -> bool:
-        """Unseal with the passphrase if sealed (True); if unsealed already, only prove the
-        passphrase (False).  WrongPassphrase if it opens nothing."""
-        keys = _load(tx, _derive_unseal_key(tx, passphrase))
+    def unseal_or_check(self, tx: Tx, unlock: Unlock, epoch: int) -> bool:
+        """Unseal if sealed (True); if unsealed already, only prove the material (False).
+        WrongPassphrase if it opens nothing; NeedsMaterial or shares.ShareError if it is not
+        what this server is sealed with."""
+        keys = _open(tx, unlock)
         with self._lock:
             if self._keys is not None:
                 return False
             self._keys, self.epoch = keys, epoch
             return True
 
-    def unseal_with_passphrase(self, tx: Tx, passphrase: str, epoch: int) -> None:
-        """Derive U from the passphrase (Argon2id, the database's parameters) and unseal;
+    def open_with(self, tx: Tx, unlock: Unlock, epoch: int) -> None:
+        """Unseal with the operator's material (offline tools and the start of a server);
         WrongPassphrase if it opens nothing, ValueError if the database is not initialized."""
-        self.unseal(tx, _derive_unseal_key(tx, passphrase), epoch)
+        keys = _open(tx, unlock)
+        with self._lock:
+            self._keys, self.epoch = keys, epoch
+
+    def proves(self, tx: Tx, unlock: Unlock) -> bool:
+        """Whether ``unlock`` gives this server's current unseal key (compared in constant time)."""
+        self.follow_unseal_key(tx)
+        try:
+            key = _unseal_key_for(seal_config(tx), unlock)
+        except (NeedsMaterial, shares.ShareError):
+            return False
+        return hmac.compare_digest(key, self._current().unseal)
+
+    def reseal(self, tx: Tx, unlock: Unlock, n: int = 0, m: int = 0, hsm_key: str = "") -> list[str]:
+        """Keep the master key under a new unseal key (rekey, seal migration): new shares, a
+        new passphrase or the HSM.  Deposits are not touched; the other processes follow at
+        their next tick (follow_unseal_key).  Returns the new shares.  One transaction: a crash
+        leaves the old seal or the new one, whole."""
+        self.follow_unseal_key(tx)
+        old = self._current()
+        config, unseal, made = _new_seal(unlock, n, m, hsm_key)
+        repo.set_meta(tx, "seal", config.to_json())
+        if config.kind == "passphrase":
+            repo.set_meta(tx, "seal_params", json.dumps(config.argon2))
+        repo.set_master_key(tx, old.master_gen, aead.wrap_key(unseal, old.master, _master_aad(old.master_gen)))
+        wrapped = aead.wrap_key(old.master, unseal, _syskey_aad("unseal"))
+        if repo.system_key(tx, "unseal") is None:
+            repo.insert_system_key(tx, "unseal", old.master_gen, wrapped)
+        else:
+            repo.set_system_key(tx, "unseal", old.master_gen, wrapped)
+        gen = old.unseal_gen + 1
+        repo.set_meta(tx, "unseal_gen", str(gen))  # this process too follows once committed
+        return made
+
+    def follow_unseal_key(self, tx: Tx) -> None:
+        """Pick up an unseal key another process put in place (reseal), from its copy under the
+        master key."""
+        keys = self._keys
+        if keys is None:
+            return
+        gen = int(repo.get_meta(tx, "unseal_gen") or "0")
+        if gen == keys.unseal_gen:
+            return
+        self.refresh(tx)
+        keys = self._current()
+        wrapped = repo.system_key(tx, "unseal")
+        if wrapped is None:
+            raise ValueError("unseal key record missing")
+        unseal = aead.unwrap_key(keys.master, wrapped, _syskey_aad("unseal"))
+        with self._lock:
+            if self._keys is not None:
+                self._keys = replace(self._keys, unseal=unseal, unseal_gen=gen)
+
+    def seal_config(self, tx: Tx) -> SealConfig:
+        return seal_config(tx)
 
     def seal(self) -> None:
         with self._lock:
@@ -258,8 +398,10 @@ class Barrier:
         if wrapped_master is None:
             raise ValueError("the database has no master key record")
         backup_key = aead.new_key()
+        config = seal_config(tx)
         return backup_key, {
-            "seal_params": json.loads(repo.get_meta(tx, "seal_params") or "{}"),
+            "seal": json.loads(config.to_json()),
+            "seal_params": config.argon2,  # read by releases before the seal record
             "master_gen": keys.master_gen,
             "wrapped_master": base64.b64encode(wrapped_master).decode(),
             "wrapped_backup_key": base64.b64encode(aead.wrap_key(keys.master, backup_key, _BACKUP_KEY_AAD)).decode(),
@@ -307,6 +449,7 @@ class Barrier:
         refresh() once the transaction has committed, like every other process; a
         rolled-back rotation changes nothing.
         """
+        self.follow_unseal_key(tx)
         self.refresh(tx)
         old = self._current()
         new_gen = old.master_gen + 1

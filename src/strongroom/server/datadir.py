@@ -6,8 +6,12 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from strongroom.server.headfile import HeadFile
+
+if TYPE_CHECKING:
+    from strongroom.server.hsm import ServerHsm
 
 DEFAULT_DEPOSIT_LIMIT = 1 << 20
 
@@ -25,12 +29,22 @@ class ServerConfig:
     header_timeout: float = 10.0  # seconds from a request's first byte to the end of its headers
     body_timeout: float = 30.0  # seconds from the end of the headers to the end of the body
     handshake_timeout: float = 10.0  # seconds from a connection's acceptance to the end of its TLS handshake
+    hsm: dict[str, str] | None = None  # the HSM that holds the seal's key (hsm.ServerHsm), if any
 
     def __post_init__(self) -> None:
         for name in ("header_timeout", "body_timeout", "handshake_timeout"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 3600:
                 raise ValueError(f"{name} must be a number of seconds in (0, 3600]")
+        if self.hsm is not None:
+            from strongroom.server.hsm import ServerHsm
+
+            ServerHsm.from_json(self.hsm)  # refused at load, not at the first unseal
+
+    def server_hsm(self) -> ServerHsm | None:
+        from strongroom.server.hsm import ServerHsm
+
+        return None if self.hsm is None else ServerHsm.from_json(self.hsm)
 
 
 class DataDir:

@@ -24,7 +24,7 @@ from typing import Any
 from strongroom.server import messages as m
 from strongroom.server import routes as r
 from strongroom.server.asgi import Scope, Send
-from strongroom.server.errors import ApiError, BadRequest, Invalid, NotFound, TooLarge
+from strongroom.server.errors import ApiError, BadRequest, Invalid, NotFound, TooLarge, Unavailable
 from strongroom.server.identities import secret_hash
 from strongroom.server.nodes import NodeAgent
 from strongroom.server.request import raw_path, read_body, signed_request
@@ -154,6 +154,9 @@ class DepositFront:
             r.HEALTH.key: self._health,
             r.REGISTER.key: self._register,
             r.UNSEAL.key: self._unseal,
+            r.SEAL_STATUS.key: self._seal_status,
+            r.REKEY.key: self._rekey,
+            r.REKEY_STATUS.key: self._rekey_status,
             r.ENTROPY.key: self._entropy,
             r.SEAL.key: self._seal,
             r.DEPOSIT_GET.key: self._get,
@@ -233,6 +236,23 @@ class DepositFront:
         self.service.barrier.seal()  # the others see the new epoch at their next tick
         return out
 
+    async def _seal_status(self, p: Parts) -> Any:
+        return await asyncio.to_thread(self.service.sealing.status, self.agent)
+
+    def _need_agent(self) -> NodeAgent:
+        if self.agent is None:
+            raise Unavailable("this process cannot collect shares")
+        return self.agent
+
+    async def _rekey(self, p: Parts) -> Any:
+        req, agent = signed_request(p.scope, p.body), self._need_agent()
+        body = p.model.model_dump(exclude_none=True)
+        return await asyncio.to_thread(self.service.sealing.rekeying.handle, req, agent, body)
+
+    async def _rekey_status(self, p: Parts) -> Any:
+        req, agent = signed_request(p.scope, p.body), self._need_agent()
+        return await asyncio.to_thread(self.service.sealing.rekeying.status, req, agent)
+
     async def _register(self, p: Parts) -> Any:
         body = p.model
         client = p.scope.get("client")
@@ -243,7 +263,10 @@ class DepositFront:
 
     async def _unseal(self, p: Parts) -> Any:
         req = signed_request(p.scope, p.body)
-        out: dict[str, Any] = await asyncio.to_thread(self.service.sealing.unseal, req, p.model.passphrase)
+        body = p.model
+        out: dict[str, Any] = await asyncio.to_thread(
+            self.service.sealing.unseal, req, self.agent, body.passphrase, body.share, body.reset
+        )
         if out.get("changed") and self.agent is not None:
             try:
                 await asyncio.to_thread(self.agent.tick)  # grant the other processes now, not at the next tick

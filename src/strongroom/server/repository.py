@@ -421,6 +421,10 @@ def grant_for(tx: Tx, node_id: str, epoch: int) -> bytes | None:
     return None if box is None else bytes(box)
 
 
+def delete_grant(tx: Tx, node_id: str, epoch: int) -> None:
+    tx.run("DELETE FROM grants WHERE node_id = ? AND epoch = ?", node_id, epoch)
+
+
 def granted_nodes(tx: Tx, epoch: int) -> set[str]:
     return {str(r[0]) for r in tx.all("SELECT node_id FROM grants WHERE epoch = ?", epoch)}
 
@@ -451,6 +455,10 @@ def insert_master_key(tx: Tx, generation: int, wrapped: bytes, created: float) -
 def master_key(tx: Tx, generation: int) -> bytes | None:
     wrapped = tx.value("SELECT wrapped FROM master_keys WHERE generation = ?", generation)
     return None if wrapped is None else bytes(wrapped)
+
+
+def set_master_key(tx: Tx, generation: int, wrapped: bytes) -> None:
+    tx.run("UPDATE master_keys SET wrapped = ? WHERE generation = ?", wrapped, generation)
 
 
 def keep_only_master_key(tx: Tx, generation: int) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 from urllib.parse import parse_qsl
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from strongroom.server import numbers
 from strongroom.server.deposits import MAX_OWNER_CHARS, MAX_VERSION
@@ -189,7 +189,31 @@ class RegisterRequest(Strict):
 
 
 class UnsealRequest(Strict):
-    passphrase: str = Field(min_length=1, max_length=4096)
+    passphrase: str | None = Field(default=None, min_length=1, max_length=4096)
+    share: str | None = Field(default=None, min_length=1, max_length=1024, description="one SLIP-39 unseal share")
+    reset: bool = Field(default=False, description="forget the shares given so far")
+
+    @model_validator(mode="after")
+    def _one(self) -> UnsealRequest:
+        if sum(x is not None for x in (self.passphrase, self.share)) + self.reset != 1:
+            raise ValueError("give exactly one of passphrase, share, reset")
+        return self
+
+
+class RekeyRequest(Strict):
+    shares: int | None = Field(default=None, ge=1, le=16, description="start: how many new shares")
+    threshold: int | None = Field(default=None, ge=1, le=16, description="start: how many of them will unseal")
+    nonce: str | None = Field(default=None, max_length=64, description="the rekey's nonce, with a share")
+    share: str | None = Field(default=None, min_length=1, max_length=1024, description="one current share")
+    cancel: bool = False
+
+    @model_validator(mode="after")
+    def _one(self) -> RekeyRequest:
+        start = self.shares is not None and self.threshold is not None
+        give = self.share is not None and self.nonce is not None
+        if start + give + self.cancel != 1 or (not start and (self.shares, self.threshold) != (None, None)):
+            raise ValueError("give shares and threshold (start), nonce and share (one current share), or cancel")
+        return self
 
 
 class NameRequest(Strict):
@@ -217,6 +241,9 @@ POLICY_PUT = Route("PUT", "/v1/deposits/{name}/policy", body=PolicyModel)
 EVENTS = Route("POST", "/v1/events", body=EventsRequest)
 ENTROPY = Route("GET", "/v1/entropy", query=(Param("bytes", int, ge=1, le=MAX_ENTROPY, required=True),))
 UNSEAL = Route("POST", "/v1/unseal", body=UnsealRequest)
+SEAL_STATUS = Route("GET", "/v1/seal-status")
+REKEY = Route("POST", "/v1/admin/rekey", body=RekeyRequest)
+REKEY_STATUS = Route("GET", "/v1/admin/rekey")
 SEAL = Route("POST", "/v1/admin/seal")
 ROTATE_MASTER_KEY = Route("POST", "/v1/admin/rotate-master-key")
 ORG_CREATE = Route("POST", "/v1/admin/orgs", 201, body=NameRequest)

@@ -52,13 +52,13 @@ def bind(listen: str) -> socket.socket:
     return sock
 
 
-def unsealed_barrier(data: DataDir, passphrase: str) -> barrier_mod.Barrier:
-    """A barrier unsealed with the passphrase, for the processes ``serve`` forks to inherit."""
+def unsealed_barrier(data: DataDir, unlock: barrier_mod.Unlock) -> barrier_mod.Barrier:
+    """A barrier unsealed with the operator's material, for the processes ``serve`` forks to inherit."""
     store = storage.Store(data.load_config().db_url)
     try:
         with store.exclusive() as tx:
             bar = barrier_mod.Barrier()
-            bar.unseal_with_passphrase(tx, passphrase, int(repo.get_meta(tx, "seal_epoch") or "1"))
+            bar.open_with(tx, unlock, int(repo.get_meta(tx, "seal_epoch") or "1"))
             return bar
     finally:
         store.dispose()
@@ -162,7 +162,10 @@ def _worker(sock: socket.socket, data: DataDir, bar: barrier_mod.Barrier, log_le
     store = storage.Store(config.db_url)
     service = Service(store, bar, data, config)
     link = WriterLink(writer_path, REQUEST_TIMEOUT, frame_limit(config.deposit_limit))
-    app = create_app(service, link, NodeAgent(store, bar, data.node_key()))
+    agent = NodeAgent(store, bar, data.node_key())
+    service.sealing.auto_unseal = False  # the writer asks the HSM; a worker takes its grant
+    agent.when_sealed = lambda: service.sealing.when_sealed(agent)  # shares given to other processes
+    app = create_app(service, link, agent)
     uconfig = uvicorn.Config(
         app,
         log_level=log_level,

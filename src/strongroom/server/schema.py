@@ -196,6 +196,19 @@ grants = Table(
     Column("box", LargeBinary, nullable=False),
 )
 
+# Shares given towards an unseal or a rekey (unsealing.py), each sealed to every live server
+# process's box key: one row per share and process.
+pending_shares = Table(
+    "pending_shares",
+    metadata,
+    Column("purpose", String(16), primary_key=True),
+    Column("share_index", Integer, primary_key=True, autoincrement=False),
+    Column("node_id", String(32), primary_key=True),
+    Column("box", LargeBinary, nullable=False),
+    Column("given_by", String(32), nullable=False),
+    Column("created", Float, nullable=False),
+)
+
 
 # -- the Vault-compatible surface (server/vault) -------------------------------------------------
 # Tokens are stored by a hash of the token (256 random bits, so a plain hash suffices); the

@@ -25,6 +25,7 @@ from strongroom.server.committer import GroupCommitter
 from strongroom.server.ctx import Ctx
 from strongroom.server.datadir import DataDir, ServerConfig
 from strongroom.server.deposits import Deposits
+from strongroom.server.hsm import link_for
 from strongroom.server.orgs import Orgs
 from strongroom.server.registration import Registration
 from strongroom.server.sealing import Sealing
@@ -56,6 +57,7 @@ class Service:
         self.deposits = Deposits(barrier, config, clock)
         self.orgs = Orgs(clock)
         self.sealing = Sealing(store, barrier, self.auth, self.submit, clock)
+        self.sealing.hsm = link_for(config.server_hsm())
 
     def submit(self, fn: Callable[[Tx, audit_mod.AuditWriter], T]) -> Future[T]:
         """Queue an action for the next group commit; the future resolves after it committed."""

@@ -12,6 +12,7 @@ from strongroom.crypto.identity import Identity
 from strongroom.server import audit, barrier, storage, tls
 from strongroom.server import repository as repo
 from strongroom.server.datadir import DataDir, DataDirError, ServerConfig
+from strongroom.server.hsm import ServerHsm
 from strongroom.server.identities import SHORT_NAME_RE, check_name, new_client_id, new_secret, secret_hash
 
 
@@ -22,6 +23,8 @@ class InitResult:
     admin_profile: Path
     admin_id: str
     db_url: str
+    shares: list[str]  # the unseal shares to hand out (printed once), none for a passphrase
+    seal: str  # how the server is unsealed, for people
 
 
 def _empty(path: Path, remove_dir: bool) -> None:
@@ -53,14 +56,22 @@ def check_entropy_mix(spec: str | None) -> str | None:
 
 def init_server(
     data: DataDir,
-    passphrase: str,
+    unlock: barrier.Unlock | str,
     db_url: str | None = None,
     names: list[str] | None = None,
     org: str = "default",
     server_url: str | None = None,
     deposit_limit: int | None = None,
     entropy_mix: str | None = None,
+    key_shares: int = 0,
+    key_threshold: int = 0,
+    hsm: ServerHsm | None = None,
 ) -> InitResult:
+    """``unlock``: a passphrase, or none with ``key_shares`` of ``key_threshold`` (shares), or
+    none with ``hsm`` (its link in ``unlock.hsm``; ``key_shares`` then counts recovery shares).
+    A string is a passphrase."""
+    if isinstance(unlock, str):
+        unlock = barrier.Unlock(passphrase=unlock)
     check_name(org, "organization name", SHORT_NAME_RE)
     names = names or ["localhost", "127.0.0.1"]
     url = db_url or data.default_sqlite_url()
@@ -68,6 +79,7 @@ def init_server(
     if deposit_limit is not None:
         config.deposit_limit = deposit_limit
     config.entropy_mix = check_entropy_mix(entropy_mix)
+    config.hsm = hsm.to_json() if hsm else None
     if not data.is_empty():
         raise DataDirError(f"{data.path} is not empty; pick a new data dir")
     created_dir = not data.path.exists()
@@ -83,7 +95,8 @@ def init_server(
         secret = new_secret()
         with store.transaction() as tx:
             bar = barrier.Barrier()
-            bar.initialize(tx, passphrase)
+            made = bar.initialize(tx, unlock, key_shares, key_threshold, hsm.key_label if hsm else "")
+            seal = barrier.seal_config(tx).describe()
             aw = audit.AuditWriter(tx, 0, audit.GENESIS, bar.audit_key())
             now = time.time()
             repo.insert_client(tx, admin_id, None, "admin", admin.public_bytes(), "admin", now)
@@ -103,4 +116,4 @@ def init_server(
     Profile(data.admin_profile, [server_url or f"https://{url_host}:8443"], admin_id, admin, "admin", None, "admin").save(
         data.ca_file.read_bytes()
     )
-    return InitResult(org, secret, data.admin_profile, admin_id, url)
+    return InitResult(org, secret, data.admin_profile, admin_id, url, made, seal)

@@ -29,6 +29,7 @@ from strongroom.server.schema import (
     NONCE_MEMORY_SECONDS,
     VAULT_TABLES,
     metadata,
+    pending_shares,
     registration_failures,
     sealed_events,
     seen_nonces,
@@ -230,7 +231,7 @@ class Store:
         from sqlalchemy import inspect
         from sqlalchemy.exc import DBAPIError
 
-        for added in (registration_failures, sealed_events, *VAULT_TABLES):  # tables later versions added
+        for added in (registration_failures, sealed_events, pending_shares, *VAULT_TABLES):  # tables later versions added
             for _attempt in range(3):
                 try:
                     with self.wrap_errors():

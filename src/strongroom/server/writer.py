@@ -60,6 +60,8 @@ class Writer:
         self.service = Service(self.store, self.barrier, data, config)
         self.vault = VaultEngine(self.service)
         self.agent = NodeAgent(self.store, self.barrier, data.node_key())
+        sealing = self.service.sealing
+        self.agent.when_sealed = lambda: sealing.when_sealed(self.agent)  # the HSM is asked from here alone
         self.limit = frame_limit(config.deposit_limit)
         self.stopping = False
         self._last_tick = 0.0

@@ -1,0 +1,118 @@
+"""How a command gets the unseal material: a passphrase, shares (files or prompts), or the data
+dir's HSM, by how the server is sealed; and how new shares are shown."""
+
+from __future__ import annotations
+
+import getpass
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from strongroom.cli.common import CliError, read_passphrase, require_data
+
+F = TypeVar("F", bound=Callable[..., Any])
+SHARE_FILE_MAX = 64 << 10
+
+
+def unlock_options(f: F) -> F:
+    f = click.option(
+        "--share-file",
+        "share_files",
+        multiple=True,
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="Unseal shares, one per line (repeatable), for a server sealed with shares or an HSM's recovery shares.",
+    )(f)
+    return click.option(
+        "--passphrase-file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="Read the passphrase from this file (else STRONGROOM_PASSPHRASE, else a prompt).",
+    )(f)
+
+
+def read_shares(paths: tuple[Path, ...]) -> list[str]:
+    """Each non-empty line of each file that is not a # comment is one share."""
+    out = []
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                raw = f.read(SHARE_FILE_MAX + 1)
+        except OSError as e:
+            raise CliError(f"{path}: {e.strerror}") from None
+        if len(raw) > SHARE_FILE_MAX:
+            raise CliError(f"{path} is over {SHARE_FILE_MAX >> 10} KiB: not a share file")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CliError(f"{path} is not UTF-8 text") from None
+        out += [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if not out:
+        raise CliError("no shares in the share files given")
+    return out
+
+
+def _prompt_shares(count: int) -> list[str]:
+    return [getpass.getpass(f"Share {i + 1} of {count}: ") for i in range(count)]
+
+
+def read_unlock(data_dir: Path | None, passphrase_file: Path | None, share_files: tuple[Path, ...]) -> Any:
+    """The material for a command that opens the barrier itself, by how the server is sealed."""
+    from strongroom.server import barrier
+    from strongroom.server.hsm import Pkcs11Link
+    from strongroom.server.maintenance import seal_of
+
+    if share_files:
+        return barrier.Unlock(shares=tuple(read_shares(share_files)))
+    data = require_data(data_dir)
+    try:
+        config = seal_of(data)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    if config.kind == "passphrase":
+        return barrier.Unlock(passphrase=read_passphrase(passphrase_file))
+    if config.kind == "pkcs11":
+        hsm = data.load_config().server_hsm()
+        if hsm is None:
+            raise CliError(f"this server is unsealed with {config.describe()}, but config.json names no HSM: give --share-file")
+        return barrier.Unlock(hsm=Pkcs11Link(hsm))
+    if passphrase_file is not None or not sys.stdin.isatty():
+        raise CliError(f"this server is unsealed with {config.describe()}: give them with --share-file")
+    return barrier.Unlock(shares=tuple(_prompt_shares(config.threshold)))
+
+
+def unlock_errors() -> tuple[type[Exception], ...]:
+    from strongroom.crypto.shares import ShareError
+    from strongroom.server import barrier
+    from strongroom.server.hsm import HsmError
+
+    return (barrier.WrongPassphrase, barrier.NeedsMaterial, ShareError, HsmError)
+
+
+def print_shares(made: list[str], threshold: int, err: bool = False) -> None:
+    click.echo(f"Unseal shares ({threshold} of {len(made)} unseal; shown once: give each to its holder):", err=err)
+    for i, share in enumerate(made, 1):
+        click.echo(f"  share {i}: {share}", err=err)
+
+
+def check_counts(n: int, m: int) -> None:
+    from strongroom.crypto.shares import ShareError
+    from strongroom.crypto.shares import check_counts as check
+
+    try:
+        check(n, m)
+    except ShareError as e:
+        raise CliError(str(e)) from None
+
+
+def hsm_settings(lib: str | None, token: str | None, pin_file: Path | None, key: str) -> Any:
+    from strongroom.server.hsm import HsmError, ServerHsm, check_pin_file
+
+    if not (lib and token and pin_file):
+        raise CliError("an HSM seal needs --hsm-lib, --hsm-token and --hsm-pin-file")
+    try:
+        check_pin_file(pin_file)
+    except HsmError as e:
+        raise CliError(str(e)) from None
+    return ServerHsm(str(Path(lib).resolve()), token, str(pin_file.resolve()), key)
