@@ -115,7 +115,7 @@ def test_rotation_rewraps_keys_not_ciphertext(deployment: Deployment) -> None:
     store = storage.Store(deployment.db_url)
     versions = "SELECT deposit_id, version, ciphertext, wrapped_key FROM deposit_versions"
     with store.exclusive() as tx:
-        unseal = barrier._unseal_key_for(barrier.seal_config(tx), barrier.Unlock(PASSPHRASE))  # the test reads the hierarchy as an outsider would
+        unseal = barrier._unseal_key_for(barrier.seal_config(tx), barrier.Unlock(PASSPHRASE))  # read as an outsider would
         old_master = aead.unwrap_key(unseal, bytes(tx.value("SELECT wrapped FROM master_keys")), barrier._master_aad(1))
         before = {(r[0], r[1]): (bytes(r[2]), bytes(r[3])) for r in tx.all(versions)}
     r = cli("server", "rotate-master-key", "--data", str(deployment.data.path), "--server", s1.url, "--json")

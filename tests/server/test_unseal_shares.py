@@ -54,7 +54,8 @@ def test_shares_from_two_servers_unseal_both(split: Deployment) -> None:
     s2 = split.start(sealed=True)
     a1, a2 = split.admin(s1), split.admin(s2)
     status = a1.seal_status()
-    assert (status["sealed"], status["seal"], status["threshold"], status["shares"], status["progress"]) == (True, "shares", 2, 3, 0)
+    got = (status["sealed"], status["seal"], status["threshold"], status["shares"], status["progress"])
+    assert got == (True, "shares", 2, 3, 0)
     with pytest.raises(Sealed):
         a1.whoami()
     with pytest.raises(InvalidRequest, match="checksum"):
