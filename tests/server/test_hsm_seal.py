@@ -105,6 +105,10 @@ def test_a_wrong_pin_or_a_missing_token_is_a_clear_error(token: Token, tmp_path:
 def test_the_server_unseals_itself(hsm_sealed: Deployment) -> None:
     s = hsm_sealed.start(workers=2, sealed=True)  # nobody gives anything
     _eventually(lambda: s.wait_healthy()["sealed"] is False)
+    import hvac
+
+    status = hvac.Client(url=s.url, verify=str(hsm_sealed.data.ca_file)).sys.read_seal_status()
+    assert (status["type"], status["recovery_seal"], status["t"], status["n"]) == ("pkcs11", True, 2, 3)
     host = hsm_sealed.register()
     host.put("k", b"v")
     assert host.get("k") == b"v"

@@ -200,3 +200,17 @@ def test_shares_unseal_a_server_that_two_processes_serve_after_a_process_restart
     assert a2.unseal(share=split.shares[1])["sealed"] is False
     with Client([s2.url], a2.client_id, a2._identity, a2.ca_file) as c:
         _eventually(lambda: c.seal_status()["sealed"] is False)
+
+
+def test_vault_seal_status_reports_the_split_and_progress(split: Deployment) -> None:
+    import hvac
+
+    s = split.start(sealed=True)
+    vault = hvac.Client(url=s.url, verify=str(split.data.ca_file))
+    status = vault.sys.read_seal_status()
+    assert (status["type"], status["t"], status["n"], status["progress"], status["sealed"]) == ("shamir", 2, 3, 0, True)
+    split.admin(s).unseal(share=split.shares[1])
+    assert vault.sys.read_seal_status()["progress"] == 1
+    split.admin(s).unseal(share=split.shares[2])
+    status = vault.sys.read_seal_status()
+    assert (status["sealed"], status["progress"]) == (False, 0)

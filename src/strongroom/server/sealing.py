@@ -29,6 +29,7 @@ from strongroom.server.request import SignedRequest
 from strongroom.server.sealconfig import SealConfig
 from strongroom.server.storage import Tx
 from strongroom.server.unsealing import DuplicateShare, ShareCollector
+from strongroom.server.unsealing import progress as live_progress
 
 log = logging.getLogger("strongroom.server")
 T = TypeVar("T")
@@ -116,15 +117,15 @@ class Sealing:
 
     def status(self, agent: NodeAgent | None = None) -> dict[str, Any]:
         """How the server is sealed and how far an unseal by shares has come."""
-        with self.store.exclusive() as tx:
+        with self.store.snapshot() as tx:
             config = barrier_mod.seal_config(tx)
-            progress = len(ShareCollector(agent).given(tx, "unseal")) if agent is not None else 0
+            given = live_progress(tx, "unseal")
         return {
             "sealed": self.barrier.sealed,
             "seal": config.kind,
             "shares": config.shares,
             "threshold": config.threshold,
-            "progress": progress if self.barrier.sealed else 0,
+            "progress": given if self.barrier.sealed else 0,
         }
 
     def unseal(

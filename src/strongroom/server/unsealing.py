@@ -28,6 +28,18 @@ def _aad(purpose: str, node_id: str, index: int) -> bytes:
     return f"strongroom pending share v1\0{purpose}\0{node_id}\0{index}".encode()
 
 
+def progress(tx: Tx, purpose: str) -> int:
+    """How many distinct shares given towards ``purpose`` a live process can open."""
+    since = time.time() - LIVE_SECONDS
+    value = tx.value(
+        "SELECT COUNT(DISTINCT share_index) FROM pending_shares WHERE purpose = ? "
+        "AND node_id IN (SELECT id FROM nodes WHERE heartbeat > ?)",
+        purpose,
+        since,
+    )
+    return int(value or 0)
+
+
 class ShareCollector:
     def __init__(self, agent: NodeAgent) -> None:
         self.agent = agent

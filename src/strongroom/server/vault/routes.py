@@ -14,8 +14,10 @@ from typing import Any
 
 from strongroom.server import numbers, vault_rows
 from strongroom.server import repository as repo
+from strongroom.server.barrier import seal_config
 from strongroom.server.errors import Refused, StorageUnavailable
 from strongroom.server.service import Service
+from strongroom.server.unsealing import progress
 from strongroom.server.vault import hostinfo, openapi, token_routes, transit
 from strongroom.server.vault import policy as pol
 from strongroom.server.vault.call import Call, Plain, VaultRoute
@@ -91,15 +93,19 @@ def _health(p: Plain) -> tuple[int, dict[str, Any]]:
 
 
 def _seal_status(p: Plain) -> tuple[int, dict[str, Any]]:
+    sealed = p.service.barrier.sealed
+    with p.service.store.snapshot() as tx:
+        config = seal_config(tx)
+        given = progress(tx, "unseal") if sealed and config.shares else 0
     return 200, {
-        "type": "shamir",  # the passphrase is Shamir's one-of-one case
+        "type": "pkcs11" if config.kind == "pkcs11" else "shamir",  # a passphrase is Shamir's one-of-one case
         "initialized": True,
-        "sealed": p.service.barrier.sealed,
-        "t": 1,
-        "n": 1,
-        "progress": 0,
+        "sealed": sealed,
+        "t": config.threshold or 1,
+        "n": config.shares or 1,
+        "progress": given,
         "nonce": "",
-        "recovery_seal": False,
+        "recovery_seal": config.kind == "pkcs11",
         "version": VERSION,
         "commit_date": "",
         "migration": False,
