@@ -54,7 +54,7 @@ def token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Token:
 @pytest.fixture
 def hsm_sealed(tmp_path: Path, token: Token, db_url: str | None) -> Iterator[Deployment]:
     unlock = barrier.Unlock(hsm=Pkcs11Link(token.settings))
-    d = Deployment(tmp_path, db_url, unlock=unlock, key_shares=3, key_threshold=2, hsm=token.settings)
+    d = Deployment(tmp_path, db_url, unlock=unlock, key_shares=3, key_threshold=2, holder=token.settings)
     yield d
     d.close()
 
@@ -126,7 +126,7 @@ def test_an_absent_token_leaves_it_sealed_and_retrying_until_it_is_back(hsm_seal
     admin = hsm_sealed.admin(s)
     with pytest.raises(Sealed):
         admin.whoami()
-    assert "still sealed: the HSM did not unseal the server (HSM token 'sr' not found)" in _log(s)
+    assert "still sealed: the pkcs11 seal did not unseal the server (HSM token 'sr' not found)" in _log(s)
     token.dir.rmdir()
     hidden.rename(token.dir)
     _eventually(lambda: s.wait_healthy()["sealed"] is False, timeout=40)  # the backoff reaches it

@@ -21,7 +21,9 @@ from strongroom.cli.common import (
 from strongroom.cli.server_cmds import server
 from strongroom.cli.unlock import (
     check_counts,
-    hsm_settings,
+    holder_from,
+    holder_options,
+    link_of,
     print_shares,
     read_shares,
     read_unlock,
@@ -163,14 +165,11 @@ def server_rekey(
 
 @server.command("migrate-seal")
 @data_option
-@click.option("--to", "kind", required=True, type=click.Choice(["passphrase", "shares", "hsm"]), help="The new seal.")
-@click.option("--key-shares", type=click.IntRange(0, 16), default=0, help="Shares (or, with --to hsm, recovery shares).")
+@click.option("--to", "kind", required=True, type=click.Choice(["passphrase", "shares", "hsm", "transit"]), help="The new seal.")
+@click.option("--key-shares", type=click.IntRange(0, 16), default=0, help="Shares (with --to hsm or transit: recovery shares).")
 @click.option("--key-threshold", type=click.IntRange(0, 16), default=0)
 @click.option("--new-passphrase-file", type=click.Path(dir_okay=False, path_type=Path), help="With --to passphrase.")
-@click.option("--hsm-lib", help="With --to hsm: the PKCS#11 module.")
-@click.option("--hsm-token", help="With --to hsm: the token's label.")
-@click.option("--hsm-pin-file", type=click.Path(dir_okay=False, path_type=Path), help="With --to hsm: the user PIN's file.")
-@click.option("--hsm-key", default="strongroom-unseal", show_default=True, help="With --to hsm: the wrapping key's label.")
+@holder_options
 @unlock_options
 @json_option
 def server_migrate_seal(
@@ -179,17 +178,14 @@ def server_migrate_seal(
     key_shares: int,
     key_threshold: int,
     new_passphrase_file: Path | None,
-    hsm_lib: str | None,
-    hsm_token: str | None,
-    hsm_pin_file: Path | None,
-    hsm_key: str,
     passphrase_file: Path | None,
     share_files: tuple[Path, ...],
     as_json: bool,
+    **holder_kw: Any,
 ) -> None:
-    """Move the master key to another seal (passphrase, shares, HSM) in one transaction: a crash
-    leaves the old seal or the new one.  Needs the current seal's material; servers on the
-    database follow within a second.
+    """Move the master key to another seal (passphrase, shares, HSM, another server's transit
+    key) in one transaction: a crash leaves the old seal or the new one.  Needs the current
+    seal's material; servers on the database follow within a second.
 
     \b
     Example:
@@ -198,11 +194,14 @@ def server_migrate_seal(
           --hsm-pin-file /etc/strongroom/pin --key-shares 3 --key-threshold 2
     """
     from strongroom.server import barrier
+    from strongroom.server.hsm import ServerHsm
     from strongroom.server.maintenance import migrate_seal
 
     data = require_data(data_dir)
+    holder = holder_from(holder_kw)
+    if (kind in ("hsm", "transit")) != (holder is not None) or (kind == "hsm") != isinstance(holder, ServerHsm):
+        raise CliError(f"--to {kind} needs its options (and only those): see --help")
     current = read_unlock(data_dir, passphrase_file, share_files)
-    hsm = None
     if kind == "passphrase":
         target = barrier.Unlock(passphrase=read_passphrase(new_passphrase_file, confirm=True, what="New passphrase"))
         key_shares = key_threshold = 0
@@ -211,23 +210,21 @@ def server_migrate_seal(
             raise CliError("--to shares needs --key-shares and --key-threshold")
         target = barrier.Unlock()
     else:
-        hsm = hsm_settings(hsm_lib, hsm_token, hsm_pin_file, hsm_key)
-        from strongroom.server.hsm import Pkcs11Link
-
-        target = barrier.Unlock(hsm=Pkcs11Link(hsm))
+        target = barrier.Unlock(hsm=link_of(holder))
     if key_shares:
         check_counts(key_shares, key_threshold)
     handed: list[str] = []
+    new_kind = {"hsm": "pkcs11"}.get(kind, kind)
 
     def hand_out(made: list[str]) -> None:  # before the commit: no seal in force whose shares nobody saw
         handed.extend(made)
         if as_json:
-            emit({"seal": "pkcs11" if kind == "hsm" else kind, "shares": made}, True)
+            emit({"seal": new_kind, "shares": made}, True)
         elif made:
             print_shares(made, key_threshold)
 
     try:
-        after = migrate_seal(data, current, target, key_shares, key_threshold, hsm, hand_out)
+        after = migrate_seal(data, current, target, key_shares, key_threshold, holder, hand_out)
     except unlock_errors() as e:
         raise CliError(str(e)) from None
     except Exception:

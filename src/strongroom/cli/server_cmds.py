@@ -26,7 +26,9 @@ from strongroom.cli.common import (
 )
 from strongroom.cli.unlock import (
     check_counts,
-    hsm_settings,
+    holder_from,
+    holder_options,
+    link_of,
     print_shares,
     read_shares,
     read_unlock,
@@ -63,10 +65,7 @@ def server() -> None:
 )
 @click.option("--key-shares", type=click.IntRange(1, 16), help="Seal with this many unseal shares instead of a passphrase.")
 @click.option("--key-threshold", type=click.IntRange(1, 16), help="How many of the shares unseal.")
-@click.option("--hsm-lib", help="Seal with a key in this PKCS#11 module's token (auto-unseal).")
-@click.option("--hsm-token", help="The HSM token's label.")
-@click.option("--hsm-pin-file", type=click.Path(dir_okay=False, path_type=Path), help="The HSM user PIN's file (mode 0600).")
-@click.option("--hsm-key", default="strongroom-unseal", show_default=True, help="The wrapping key's label (made if absent).")
+@holder_options
 @passphrase_option
 @json_option
 def server_init(
@@ -79,12 +78,9 @@ def server_init(
     entropy_mix: str | None,
     key_shares: int | None,
     key_threshold: int | None,
-    hsm_lib: str | None,
-    hsm_token: str | None,
-    hsm_pin_file: Path | None,
-    hsm_key: str,
     passphrase_file: Path | None,
     as_json: bool,
+    **holder_kw: Any,
 ) -> None:
     """Create a server: database, TLS CA and certificate, sealed master key, admin credential, first org.
 
@@ -97,22 +93,22 @@ def server_init(
     data = require_data(data_dir)
     check_entropy_mix(entropy_mix)  # before the passphrase prompt
     from strongroom.server import barrier
-    from strongroom.server.hsm import HsmError, Pkcs11Link
+    from strongroom.server.hsm import HsmError
 
     if (key_shares is None) != (key_threshold is None):
         raise CliError("give both --key-shares and --key-threshold")
     n, m = key_shares or 0, key_threshold or 0
     if n:
         check_counts(n, m)
-    hsm = hsm_settings(hsm_lib, hsm_token, hsm_pin_file, hsm_key) if (hsm_lib or hsm_token or hsm_pin_file) else None
-    if hsm is not None:
-        unlock = barrier.Unlock(hsm=Pkcs11Link(hsm))
+    holder = holder_from(holder_kw)
+    if holder is not None:
+        unlock = barrier.Unlock(hsm=link_of(holder))
     elif n:
         unlock = barrier.Unlock()
     else:
         unlock = barrier.Unlock(passphrase=read_passphrase(passphrase_file, confirm=True, what="New server passphrase"))
     try:
-        res = init_server(data, unlock, db_url, list(names) or None, org, server_url, deposit_limit, entropy_mix, n, m, hsm)
+        res = init_server(data, unlock, db_url, list(names) or None, org, server_url, deposit_limit, entropy_mix, n, m, holder)
     except HsmError as e:
         raise CliError(str(e)) from None
     out = {
@@ -179,8 +175,8 @@ def server_start(
     if kind == "shares" and not share_files:
         sealed = True
         click.echo("starting sealed: give the unseal shares with 'strongroom server unseal --share'", err=True)
-    if kind == "pkcs11" and not share_files:
-        sealed = True  # the writer process asks the HSM (a PKCS#11 module must not cross a fork)
+    if kind in ("pkcs11", "transit") and not share_files:
+        sealed = True  # the writer process asks the key holder (a PKCS#11 module must not cross a fork)
     if not sealed:
         try:
             bar = unsealed_barrier(data, read_unlock(data_dir, passphrase_file, share_files))

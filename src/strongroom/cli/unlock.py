@@ -60,8 +60,9 @@ def _prompt_shares(count: int) -> list[str]:
 def read_unlock(data_dir: Path | None, passphrase_file: Path | None, share_files: tuple[Path, ...]) -> Any:
     """The material for a command that opens the barrier itself, by how the server is sealed."""
     from strongroom.server import barrier
-    from strongroom.server.hsm import Pkcs11Link
+    from strongroom.server.hsm import link_for
     from strongroom.server.maintenance import seal_of
+    from strongroom.server.sealconfig import AUTO_KINDS
 
     if share_files:
         return barrier.Unlock(shares=tuple(read_shares(share_files)))
@@ -72,11 +73,12 @@ def read_unlock(data_dir: Path | None, passphrase_file: Path | None, share_files
         raise CliError(str(e)) from None
     if config.kind == "passphrase":
         return barrier.Unlock(passphrase=read_passphrase(passphrase_file))
-    if config.kind == "pkcs11":
-        hsm = data.load_config().server_hsm()
-        if hsm is None:
-            raise CliError(f"this server is unsealed with {config.describe()}, but config.json names no HSM: give --share-file")
-        return barrier.Unlock(hsm=Pkcs11Link(hsm))
+    if config.kind in AUTO_KINDS:
+        link = link_for(data.load_config())
+        if link is None or link.kind != config.kind:
+            how = config.describe()
+            raise CliError(f"this server is unsealed with {how}, but config.json does not say how to reach it: give --share-file")
+        return barrier.Unlock(hsm=link)
     if passphrase_file is not None or not sys.stdin.isatty():
         raise CliError(f"this server is unsealed with {config.describe()}: give them with --share-file")
     return barrier.Unlock(shares=tuple(_prompt_shares(config.threshold)))
@@ -103,6 +105,56 @@ def check_counts(n: int, m: int) -> None:
     try:
         check(n, m)
     except ShareError as e:
+        raise CliError(str(e)) from None
+
+
+def holder_options(f: F) -> F:
+    """The options that name an HSM or another server's transit key to hold the seal's key."""
+    options = [
+        click.option("--hsm-lib", help="Seal with a key in this PKCS#11 module's token (auto-unseal)."),
+        click.option("--hsm-token", help="The HSM token's label."),
+        click.option("--hsm-pin-file", type=click.Path(dir_okay=False, path_type=Path), help="The HSM user PIN's file (0600)."),
+        click.option("--hsm-key", default="strongroom-unseal", show_default=True, help="The HSM key's label (made if absent)."),
+        click.option("--transit-address", help="Seal with a transit key on this key server (https://HOST:PORT)."),
+        click.option("--transit-key", help="The transit key's name on that server."),
+        click.option("--transit-token-file", type=click.Path(dir_okay=False, path_type=Path), help="Its token's file (0600)."),
+        click.option("--transit-mount", default="transit", show_default=True, help="The transit engine's mount."),
+        click.option("--transit-ca", type=click.Path(dir_okay=False, path_type=Path), help="That server's CA certificate."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def holder_from(kw: dict[str, Any]) -> Any:
+    """An HSM or transit seal from holder_options' values (popped from ``kw``), or None."""
+    hsm = [kw.pop(k) for k in ("hsm_lib", "hsm_token", "hsm_pin_file", "hsm_key")]
+    transit = [kw.pop(k) for k in ("transit_address", "transit_key", "transit_token_file", "transit_mount", "transit_ca")]
+    if any(hsm[:3]) and any(transit[:3]):
+        raise CliError("give an HSM or a transit seal, not both")
+    if any(hsm[:3]):
+        return hsm_settings(*hsm)
+    if any(transit[:3]):
+        return transit_settings(*transit)
+    return None
+
+
+def link_of(holder: Any) -> Any:
+    from strongroom.server.hsm import Pkcs11Link, ServerHsm
+    from strongroom.server.transitseal import TransitLink
+
+    return Pkcs11Link(holder) if isinstance(holder, ServerHsm) else TransitLink(holder)
+
+
+def transit_settings(address: str | None, key: str | None, token_file: Path | None, mount: str, ca: Path | None) -> Any:
+    from strongroom.server.transitseal import TransitSeal
+
+    if not (address and key and token_file):
+        raise CliError("a transit seal needs --transit-address, --transit-key and --transit-token-file")
+    try:
+        doc = {"address": address, "key": key, "token_file": str(token_file.resolve()), "mount": mount}
+        return TransitSeal.from_json({**doc, "ca_file": str(ca.resolve()) if ca else ""})
+    except ValueError as e:
         raise CliError(str(e)) from None
 
 

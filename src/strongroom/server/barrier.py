@@ -25,7 +25,7 @@ from typing import Protocol
 from strongroom.crypto import aead, kdf, sealedbox, shares, transit
 from strongroom.server import repository as repo
 from strongroom.server import vault_rows
-from strongroom.server.sealconfig import SealConfig
+from strongroom.server.sealconfig import AUTO_KINDS, SealConfig
 from strongroom.server.storage import Tx
 
 
@@ -74,6 +74,11 @@ class NeedsMaterial(Exception):
 
 
 class HsmLike(Protocol):
+    """What keeps U wrapped outside the database: an HSM (hsm.py) or another key server's
+    transit key (transitseal.py)."""
+
+    kind: str  # the seal record's kind: "pkcs11" or "transit"
+
     def wrap(self, label: str, key: bytes) -> bytes: ...
 
     def unwrap(self, label: str, wrapped: bytes) -> bytes: ...
@@ -116,17 +121,18 @@ def _unseal_key_for(config: SealConfig, unlock: Unlock) -> bytes:
         if not unlock.passphrase:
             raise NeedsMaterial("this server is unsealed with a passphrase")
         return kdf.passphrase_key(unlock.passphrase, kdf.Argon2Params.from_json(config.argon2))
-    if config.kind == "pkcs11" and unlock.hsm is not None:
-        return unlock.hsm.unwrap(config.hsm_key, config.hsm_wrapped)
-    if config.kind == "pkcs11":
-        raise NeedsMaterial(f"this server is unsealed with {config.describe()}: configure the HSM or give recovery shares")
+    if config.kind in AUTO_KINDS and unlock.hsm is not None and unlock.hsm.kind == config.kind:
+        return unlock.hsm.unwrap(config.wrap_key, config.wrapped)
+    if config.kind in AUTO_KINDS:
+        how = config.describe()
+        raise NeedsMaterial(f"this server is unsealed with {how}: configure it in config.json or give recovery shares")
     raise NeedsMaterial(f"this server is unsealed with {config.describe()}, not a passphrase")
 
 
 def _wrong(config: SealConfig, unlock: Unlock) -> str:
     if unlock.shares:
         return "these shares do not open this server"
-    return "wrong passphrase" if config.kind == "passphrase" else "the HSM's key does not open this server"
+    return "wrong passphrase" if config.kind == "passphrase" else f"the {config.kind} seal's key does not open this server"
 
 
 def _initialize(tx: Tx, config: SealConfig, unseal: bytes) -> None:
@@ -176,7 +182,8 @@ def _new_seal(unlock: Unlock, n: int, m: int, hsm_key: str) -> tuple[SealConfig,
     ident = shares.parse(made[0]).identifier if made else -1
     if unlock.hsm is not None:
         wrapped = unlock.hsm.wrap(hsm_key, unseal)
-        return SealConfig("pkcs11", shares=n, threshold=m, identifier=ident, hsm_key=hsm_key, hsm_wrapped=wrapped), unseal, made
+        config = SealConfig(unlock.hsm.kind, shares=n, threshold=m, identifier=ident, wrap_key=hsm_key, wrapped=wrapped)
+        return config, unseal, made
     if not made:
         raise NeedsMaterial("a new seal needs a passphrase, shares or an HSM")
     return SealConfig("shares", shares=n, threshold=m, identifier=ident), unseal, made

@@ -12,6 +12,7 @@ from strongroom.server.headfile import HeadFile
 
 if TYPE_CHECKING:
     from strongroom.server.hsm import ServerHsm
+    from strongroom.server.transitseal import TransitSeal
 
 DEFAULT_DEPOSIT_LIMIT = 1 << 20
 
@@ -30,6 +31,7 @@ class ServerConfig:
     body_timeout: float = 30.0  # seconds from the end of the headers to the end of the body
     handshake_timeout: float = 10.0  # seconds from a connection's acceptance to the end of its TLS handshake
     hsm: dict[str, str] | None = None  # the HSM that holds the seal's key (hsm.ServerHsm), if any
+    transit_seal: dict[str, str] | None = None  # the key server whose transit key holds it (transitseal.py)
 
     def __post_init__(self) -> None:
         for name in ("header_timeout", "body_timeout", "handshake_timeout"):
@@ -40,11 +42,20 @@ class ServerConfig:
             from strongroom.server.hsm import ServerHsm
 
             ServerHsm.from_json(self.hsm)  # refused at load, not at the first unseal
+        if self.transit_seal is not None:
+            from strongroom.server.transitseal import TransitSeal
+
+            TransitSeal.from_json(self.transit_seal)
 
     def server_hsm(self) -> ServerHsm | None:
         from strongroom.server.hsm import ServerHsm
 
         return None if self.hsm is None else ServerHsm.from_json(self.hsm)
+
+    def server_transit(self) -> TransitSeal | None:
+        from strongroom.server.transitseal import TransitSeal
+
+        return None if self.transit_seal is None else TransitSeal.from_json(self.transit_seal)
 
 
 class DataDir:

@@ -14,7 +14,10 @@ import os
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from strongroom.server.datadir import ServerConfig
 
 log = logging.getLogger("strongroom.server.hsm")
 
@@ -24,7 +27,8 @@ PIN_MAX = 256
 
 
 class HsmError(Exception):
-    """The HSM could not be used; the message says why (never the PIN)."""
+    """The seal's key holder (an HSM, another server's transit key) could not be used; the
+    message says why (never a PIN or a token)."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,8 @@ def _library(path: str) -> Any:
 
 class Pkcs11Link:
     """Wraps and unwraps U with one named key of one token (barrier.HsmLike)."""
+
+    kind = "pkcs11"
 
     def __init__(self, cfg: ServerHsm) -> None:
         self.cfg = cfg
@@ -158,8 +164,17 @@ class Pkcs11Link:
         return bytes(out)
 
 
-def link_for(cfg: ServerHsm | None) -> Pkcs11Link | None:
-    return None if cfg is None else Pkcs11Link(cfg)
+def link_for(config: ServerConfig) -> Any:
+    """The data dir's key holder for an auto-unseal (an HSM or a transit seal), or None."""
+    hsm = config.server_hsm()
+    if hsm is not None:
+        return Pkcs11Link(hsm)
+    transit = config.server_transit()
+    if transit is not None:
+        from strongroom.server.transitseal import TransitLink
+
+        return TransitLink(transit)
+    return None
 
 
 def check_pin_file(path: Path) -> None:

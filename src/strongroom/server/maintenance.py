@@ -9,6 +9,7 @@ from strongroom.server import repository as repo
 from strongroom.server.datadir import DataDir
 from strongroom.server.hsm import ServerHsm
 from strongroom.server.sealconfig import SealConfig
+from strongroom.server.transitseal import TransitSeal
 
 
 def verify_audit(
@@ -41,7 +42,7 @@ def migrate_seal(
     target: barrier.Unlock,
     n: int,
     m: int,
-    hsm: ServerHsm | None,
+    holder: ServerHsm | TransitSeal | None,
     hand_out: Callable[[list[str]], None],
 ) -> SealConfig:
     """Keep the master key under a new seal: a passphrase, shares, or the HSM (``target``).
@@ -49,10 +50,13 @@ def migrate_seal(
     One database transaction; ``hand_out`` gets the new shares before it commits, so that a
     crash never leaves a seal in force whose shares nobody saw.  The HSM's settings are added to
     config.json before the commit (unused until the seal record names the HSM) and removed after
-    a move away from it.  Audited (the chain's head file follows)."""
+    a move away from it; so are a transit seal's.  Audited (the chain's head file follows)."""
     config = data.load_config()
-    if hsm is not None:
-        config.hsm = hsm.to_json()
+    if isinstance(holder, ServerHsm):
+        config.hsm = holder.to_json()
+        data.write_config(config)
+    elif holder is not None:
+        config.transit_seal = holder.to_json()
         data.write_config(config)
     store = storage.Store(config.db_url)
     try:
@@ -60,7 +64,8 @@ def migrate_seal(
             bar = barrier.Barrier()
             before = barrier.seal_config(tx)
             bar.open_with(tx, current, int(repo.get_meta(tx, "seal_epoch") or "1"))
-            made = bar.reseal(tx, target, n, m, hsm.key_label if hsm else "")
+            label = holder.key_label if isinstance(holder, ServerHsm) else holder.key if holder else ""
+            made = bar.reseal(tx, target, n, m, label)
             after = barrier.seal_config(tx)
             aw = audit.AuditWriter(tx, seq, mac, bar.audit_key())
             aw.append("operator", "seal.migrate", "", "ok", before=before.kind, after=after.kind, shares=n, threshold=m)
@@ -69,7 +74,8 @@ def migrate_seal(
         data.head_file.advance(aw.seq, aw.mac)
     finally:
         store.dispose()
-    if after.kind != "pkcs11" and config.hsm is not None:
-        config.hsm = None
+    if (after.kind != "pkcs11" and config.hsm is not None) or (after.kind != "transit" and config.transit_seal is not None):
+        config.hsm = config.hsm if after.kind == "pkcs11" else None
+        config.transit_seal = config.transit_seal if after.kind == "transit" else None
         data.write_config(config)
     return after

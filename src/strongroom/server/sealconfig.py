@@ -7,8 +7,11 @@ Three kinds (docs/OPERATIONS.md, "Sealing"):
               identifier and counts are kept
   pkcs11      U is random, encrypted by a non-extractable key in an HSM; the key's label and U's
               ciphertext are kept, and optional recovery shares as for ``shares``
-Which HSM library to load, which token, and its PIN are the data dir's (server.json), never the
-database's: whoever can write the database must not choose code for the server to load.
+  transit     U is random, encrypted by a transit key on another key server (Strongroom or
+              OpenBao/Vault); the key's name and U's ciphertext are kept, and recovery shares
+Which HSM library to load, which token, its PIN, and which server holds the transit key with
+what token are the data dir's (config.json), never the database's: whoever can write the
+database must not choose code for the server to load or a server to send U to.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-KINDS = ("passphrase", "shares", "pkcs11")
+KINDS = ("passphrase", "shares", "pkcs11", "transit")
+AUTO_KINDS = ("pkcs11", "transit")  # U wrapped by a key held elsewhere: the server unseals itself
 
 
 class SealConfigError(ValueError):
@@ -33,8 +37,8 @@ class SealConfig:
     shares: int = 0  # shares: the split; pkcs11: recovery shares (0: none)
     threshold: int = 0
     identifier: int = -1  # the SLIP-39 identifier every share of the split carries
-    hsm_key: str = ""  # pkcs11: label of the wrapping key in the token
-    hsm_wrapped: bytes = b""  # pkcs11: U as the HSM encrypted it
+    wrap_key: str = ""  # pkcs11: label of the wrapping key in the token; transit: the key's name
+    wrapped: bytes = b""  # pkcs11, transit: U as the key's holder encrypted it
 
     def to_json(self) -> str:
         doc: dict[str, Any] = {"kind": self.kind}
@@ -42,8 +46,8 @@ class SealConfig:
             doc["argon2"] = self.argon2
         if self.shares:
             doc.update(shares=self.shares, threshold=self.threshold, identifier=self.identifier)
-        if self.kind == "pkcs11":
-            doc.update(hsm_key=self.hsm_key, hsm_wrapped=base64.b64encode(self.hsm_wrapped).decode())
+        if self.kind in AUTO_KINDS:
+            doc.update(wrap_key=self.wrap_key, wrapped=base64.b64encode(self.wrapped).decode())
         return json.dumps(doc, separators=(",", ":"), sort_keys=True)
 
     @classmethod
@@ -59,8 +63,8 @@ class SealConfig:
                 shares=int(doc.get("shares", 0)),
                 threshold=int(doc.get("threshold", 0)),
                 identifier=int(doc.get("identifier", -1)),
-                hsm_key=str(doc.get("hsm_key", "")),
-                hsm_wrapped=base64.b64decode(doc.get("hsm_wrapped", ""), validate=True),
+                wrap_key=str(doc.get("wrap_key", "")),
+                wrapped=base64.b64decode(doc.get("wrapped", ""), validate=True),
             )
         except SealConfigError:
             raise
@@ -77,4 +81,5 @@ class SealConfig:
         if self.kind == "shares":
             return f"{self.threshold} of {self.shares} shares"
         recovery = f"; recovery: {self.threshold} of {self.shares} shares" if self.shares else "; no recovery shares"
-        return f"an HSM key ({self.hsm_key}){recovery}"
+        holder = "an HSM key" if self.kind == "pkcs11" else "another server's transit key"
+        return f"{holder} ({self.wrap_key}){recovery}"

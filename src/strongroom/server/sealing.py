@@ -23,10 +23,10 @@ from strongroom.server import storage as st
 from strongroom.server.auth import Authenticator
 from strongroom.server.ctx import Ctx
 from strongroom.server.errors import ApiError, BadRequest, Conflict, Denied, Refused, Sealed, StorageUnavailable, Unavailable
-from strongroom.server.hsm import HsmError, Pkcs11Link
+from strongroom.server.hsm import HsmError
 from strongroom.server.nodes import NodeAgent
 from strongroom.server.request import SignedRequest
-from strongroom.server.sealconfig import SealConfig
+from strongroom.server.sealconfig import AUTO_KINDS, SealConfig
 from strongroom.server.storage import Tx
 from strongroom.server.unsealing import DuplicateShare, ShareCollector
 from strongroom.server.unsealing import progress as live_progress
@@ -52,7 +52,7 @@ class Sealing:
         self.clock = clock
         self._hsm_next = 0.0
         self._hsm_delay = 1.0
-        self.hsm: Pkcs11Link | None = None  # the data dir's HSM, when it has one (service.py)
+        self.hsm: barrier_mod.HsmLike | None = None  # the data dir's HSM or transit seal (service.py)
         self.auto_unseal = True  # ask the HSM while sealed (one process per server does)
         self.rekeying = Rekeying(self)
 
@@ -222,18 +222,19 @@ class Sealing:
             except ApiError as e:
                 log.error("the shares given do not unseal this server: %s", e)
             return
-        if config.kind != "pkcs11" or self.hsm is None or not self.auto_unseal or time.monotonic() < self._hsm_next:
+        if config.kind not in AUTO_KINDS or self.hsm is None or not self.auto_unseal or time.monotonic() < self._hsm_next:
             return
         try:
-            key_ok = self._unseal_with("hsm", epoch, config, barrier_mod.Unlock(hsm=self.hsm))
+            key_ok = self._unseal_with(config.kind, epoch, config, barrier_mod.Unlock(hsm=self.hsm))
         except (HsmError, ApiError) as e:
             self._hsm_next = time.monotonic() + self._hsm_delay
-            log.error("still sealed: the HSM did not unseal the server (%s); trying again in %.0f s", e, self._hsm_delay)
+            delay = self._hsm_delay
+            log.error("still sealed: the %s seal did not unseal the server (%s); trying again in %.0f s", config.kind, e, delay)
             self._hsm_delay = min(self._hsm_delay * 2, HSM_RETRY_MAX)
             return
         self._hsm_delay = 1.0
         if key_ok.get("changed"):
-            log.warning("unsealed by the HSM")
+            log.warning("unsealed by the %s seal", config.kind)
 
     def _hold_for_audit(self, actor: str, action: str, outcome: str, **detail: Any) -> None:
         """Keep a refusal made while sealed for the next unseal to chain (bounded)."""
@@ -344,14 +345,14 @@ class Rekeying:
             if not self.s.barrier.proves(tx, barrier_mod.Unlock(shares=tuple(texts))):
                 aw.append(actor, "rekey", "", "denied", reason="the shares given do not open this server")
                 raise Refused(Denied("the shares given do not open this server; the rekey is cancelled"))
-            hsm = self.s.hsm if barrier_mod.seal_config(tx).kind == "pkcs11" else None
+            hsm = self.s.hsm if barrier_mod.seal_config(tx).kind in AUTO_KINDS else None
             config = barrier_mod.seal_config(tx)
-            made = self.s.barrier.reseal(tx, barrier_mod.Unlock(hsm=hsm), n, m, config.hsm_key)
+            made = self.s.barrier.reseal(tx, barrier_mod.Unlock(hsm=hsm), n, m, config.wrap_key)
             aw.append(actor, "rekey", "", "ok", shares=n, threshold=m)
             return made
 
         try:
             made = self.s._action(rekey)
         except HsmError as e:
-            raise Unavailable(f"the HSM could not wrap the new key: {e}") from None
+            raise Unavailable(f"the seal's key holder could not wrap the new key: {e}") from None
         return {"started": False, "complete": True, "shares": made, "threshold": m}

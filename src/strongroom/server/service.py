@@ -57,7 +57,7 @@ class Service:
         self.deposits = Deposits(barrier, config, clock)
         self.orgs = Orgs(clock)
         self.sealing = Sealing(store, barrier, self.auth, self.submit, clock)
-        self.sealing.hsm = link_for(config.server_hsm())
+        self.sealing.hsm = link_for(config)
 
     def submit(self, fn: Callable[[Tx, audit_mod.AuditWriter], T]) -> Future[T]:
         """Queue an action for the next group commit; the future resolves after it committed."""

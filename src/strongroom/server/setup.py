@@ -14,6 +14,7 @@ from strongroom.server import repository as repo
 from strongroom.server.datadir import DataDir, DataDirError, ServerConfig
 from strongroom.server.hsm import ServerHsm
 from strongroom.server.identities import SHORT_NAME_RE, check_name, new_client_id, new_secret, secret_hash
+from strongroom.server.transitseal import TransitSeal
 
 
 @dataclass
@@ -65,10 +66,11 @@ def init_server(
     entropy_mix: str | None = None,
     key_shares: int = 0,
     key_threshold: int = 0,
-    hsm: ServerHsm | None = None,
+    holder: ServerHsm | TransitSeal | None = None,
 ) -> InitResult:
     """``unlock``: a passphrase, or none with ``key_shares`` of ``key_threshold`` (shares), or
-    none with ``hsm`` (its link in ``unlock.hsm``; ``key_shares`` then counts recovery shares).
+    none with ``holder``, an HSM or another server's transit key (its link in ``unlock.hsm``;
+    ``key_shares`` then counts recovery shares).
     A string is a passphrase."""
     if isinstance(unlock, str):
         unlock = barrier.Unlock(passphrase=unlock)
@@ -79,7 +81,8 @@ def init_server(
     if deposit_limit is not None:
         config.deposit_limit = deposit_limit
     config.entropy_mix = check_entropy_mix(entropy_mix)
-    config.hsm = hsm.to_json() if hsm else None
+    config.hsm = holder.to_json() if isinstance(holder, ServerHsm) else None
+    config.transit_seal = holder.to_json() if isinstance(holder, TransitSeal) else None
     if not data.is_empty():
         raise DataDirError(f"{data.path} is not empty; pick a new data dir")
     created_dir = not data.path.exists()
@@ -95,7 +98,8 @@ def init_server(
         secret = new_secret()
         with store.transaction() as tx:
             bar = barrier.Barrier()
-            made = bar.initialize(tx, unlock, key_shares, key_threshold, hsm.key_label if hsm else "")
+            label = holder.key_label if isinstance(holder, ServerHsm) else holder.key if holder else ""
+            made = bar.initialize(tx, unlock, key_shares, key_threshold, label)
             seal = barrier.seal_config(tx).describe()
             aw = audit.AuditWriter(tx, 0, audit.GENESIS, bar.audit_key())
             now = time.time()
