@@ -16,11 +16,13 @@ from strongroom.server.front import TABLE, DepositFront, send_answer
 from strongroom.server.messages import Checked, VaultOutcome, VaultRequest
 from strongroom.server.nodes import NodeAgent
 from strongroom.server.service import Service
+from strongroom.server.tlsreload import Reloader
 from strongroom.server.vault.http import VaultFront
 from strongroom.server.writerlink import WriterLink
 
 log = logging.getLogger("strongroom.server.api")
 TICK_SECONDS = 0.5
+TLS_CHECK_SECONDS = 2.0
 REQUEST_TIMEOUT = 30.0  # the longest a request waits for the writer process
 
 
@@ -54,6 +56,12 @@ class Metrics:
         self.mix_in_use = Gauge(
             "strongroom_entropy_mix_in_use", "1 while the mixed hardware source passes its tests", registry=self.registry
         )
+        self.cert_expiry = Gauge(
+            "strongroom_tls_cert_expiry_timestamp_seconds",
+            "notAfter of each certificate in the TLS dir (server, ca, client certificates issued from it)",
+            ["cert"],
+            registry=self.registry,
+        )
         self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}  # labels() looked up once per series
 
     def observe(self, scope: Scope, status: int, seconds: float) -> None:
@@ -72,17 +80,19 @@ class Metrics:
 
 class Lifespan:
     """ASGI lifespan: this process joins the servers' seal-state sharing (nodes.py) at start,
-    ticks it, and leaves at stop."""
+    ticks it, and leaves at stop; it also looks for a renewed TLS certificate (tlsreload.py)."""
 
-    def __init__(self, app: ASGIApp, agent: NodeAgent | None) -> None:
+    def __init__(self, app: ASGIApp, agent: NodeAgent | None, reloader: Reloader | None = None) -> None:
         self.app = app
         self.agent = agent
+        self.reloader = reloader
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "lifespan":
             await self.app(scope, receive, send)
             return
         agent, task = self.agent, None
+        watch: asyncio.Task[None] | None = None
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
@@ -93,8 +103,13 @@ class Lifespan:
                         await send({"type": "lifespan.startup.failed", "message": type(e).__name__})
                         return
                     task = asyncio.create_task(_tick(agent))
+                if self.reloader is not None:
+                    self.reloader.warn()
+                    watch = asyncio.create_task(_watch_tls(self.reloader))
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                if watch is not None:
+                    watch.cancel()
                 if task is not None and agent is not None:
                     task.cancel()
                     await asyncio.to_thread(agent.leave)
@@ -111,11 +126,23 @@ async def _tick(agent: NodeAgent) -> None:
         await asyncio.sleep(TICK_SECONDS)
 
 
+async def _watch_tls(reloader: Reloader) -> None:
+    while True:
+        await asyncio.sleep(TLS_CHECK_SECONDS)
+        try:
+            reloader.check()
+        except Exception as e:  # noqa: BLE001 - the watch must outlive a bad moment
+            log.warning("TLS certificate check failed: %s", type(e).__name__)
+
+
 class Documents:
     """``GET /metrics`` and ``GET /openapi.json``, outside the route table; the rest to ``app``."""
 
-    def __init__(self, app: ASGIApp, service: Service, link: WriterLink, metrics: Metrics) -> None:
+    def __init__(
+        self, app: ASGIApp, service: Service, link: WriterLink, metrics: Metrics, reloader: Reloader | None = None
+    ) -> None:
         self.app = app
+        self.reloader = reloader
         self.service = service
         self.link = link
         self.metrics = metrics
@@ -146,10 +173,13 @@ class Documents:
         metrics.mixed.set(int(mix["mixed"]))  # type: ignore[call-overload]
         metrics.unmixed.set(int(mix["unmixed"]))  # type: ignore[call-overload]
         metrics.mix_in_use.set(1 if mix["in_use"] else 0)
+        if self.reloader is not None:
+            for name, when in self.reloader.expiries().items():
+                metrics.cert_expiry.labels(name).set(when)
         return bytes(generate_latest(metrics.registry))
 
 
-def create_app(service: Service, link: WriterLink, agent: NodeAgent | None = None) -> ASGIApp:
+def create_app(service: Service, link: WriterLink, agent: NodeAgent | None = None, reloader: Reloader | None = None) -> ASGIApp:
     """The server's ASGI app: the Vault API's paths to vault/http.py, every other to the deposit
     API's pipeline (front.py); each request's action runs in the writer process through ``link``."""
     limit = service.config.deposit_limit * 4 // 3 + 65536
@@ -161,4 +191,4 @@ def create_app(service: Service, link: WriterLink, agent: NodeAgent | None = Non
         return out
 
     vault = VaultFront(deposits, service=service, limit=limit, run=in_writer)
-    return QuietErrors(Lifespan(Documents(vault, service, link, metrics), agent), metrics.observe)
+    return QuietErrors(Lifespan(Documents(vault, service, link, metrics, reloader), agent, reloader), metrics.observe)

@@ -152,6 +152,7 @@ def _worker(sock: socket.socket, data: DataDir, bar: barrier_mod.Barrier, log_le
     from strongroom.server.messages import frame_limit
     from strongroom.server.nodes import NodeAgent
     from strongroom.server.service import Service
+    from strongroom.server.tlsreload import Reloader
     from strongroom.server.writerlink import WriterLink
 
     # The event loop and this worker's own group-commit thread (the routes other than the hot
@@ -165,7 +166,10 @@ def _worker(sock: socket.socket, data: DataDir, bar: barrier_mod.Barrier, log_le
     agent = NodeAgent(store, bar, data.node_key())
     service.sealing.auto_unseal = False  # the writer asks the HSM; a worker takes its grant
     agent.when_sealed = lambda: service.sealing.when_sealed(agent)  # shares given to other processes
-    app = create_app(service, link, agent)
+    context = tls.server_context(data.tls)
+    reloader = Reloader(context, data.tls)
+    signal.signal(signal.SIGHUP, lambda _s, _f: reloader.check("SIGHUP"))
+    app = create_app(service, link, agent, reloader)
     uconfig = uvicorn.Config(
         app,
         log_level=log_level,
@@ -179,7 +183,7 @@ def _worker(sock: socket.socket, data: DataDir, bar: barrier_mod.Barrier, log_le
     uconfig.load()
     server = _make_server_class()(uconfig)
     # connections are accepted and their TLS begun by the gate (tlsgate.py: a cap per source, a deadline)
-    server.gate_args = (sock, tls.server_context(data.tls), config.handshake_timeout)
+    server.gate_args = (sock, context, config.handshake_timeout)
     server.run(sockets=[])
 
 
@@ -254,6 +258,7 @@ def serve(data: DataDir, listen: str, workers: int, bar: barrier_mod.Barrier | N
                 harden_process()  # memory locks are not inherited across fork (the parent said what failed)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
+                signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a worker sets its own (TLS reload)
                 _name_process(f"sr-{role}")
                 if role == "writer":
                     sock.close()
@@ -268,11 +273,11 @@ def serve(data: DataDir, listen: str, workers: int, bar: barrier_mod.Barrier | N
                 os._exit(code)
         children[pid] = (role, time.monotonic())
 
-    def signal_role(role: str) -> None:
+    def signal_role(role: str, sig: int = signal.SIGTERM) -> None:
         for pid, (r, _started) in list(children.items()):
             if r == role:
                 try:
-                    os.kill(pid, signal.SIGTERM)
+                    os.kill(pid, sig)
                 except ProcessLookupError:
                     pass
 
@@ -285,6 +290,7 @@ def serve(data: DataDir, listen: str, workers: int, bar: barrier_mod.Barrier | N
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGHUP, lambda _s, _f: signal_role("worker", signal.SIGHUP))  # reload TLS
     spawn("writer")
     for _ in range(workers):
         spawn("worker")
