@@ -16,7 +16,7 @@ from rich.console import Console
 from strongroom.client.errors import StrongroomError
 from strongroom.client.profile import default_path
 from strongroom.server.datadir import DataDir, DataDirError
-from strongroom.server.errors import StorageUnavailable
+from strongroom.server.errors import SchemaTooNew, StorageUnavailable
 
 if TYPE_CHECKING:
     from strongroom.client import Client
@@ -50,6 +50,8 @@ class Group(click.Group):
             _fail(f"{e.strerror or type(e).__name__}: {e.filename or ''}".rstrip(": "))
         except StorageUnavailable as e:
             _fail(f"database unavailable: {e}")
+        except SchemaTooNew as e:
+            _fail(str(e))
         except ValueError as e:
             _fail(str(e))
         except Exception as e:  # noqa: BLE001 - the promise is one line, never a traceback

@@ -73,5 +73,9 @@ class Refused(Exception):
         self.error = error
 
 
+class SchemaTooNew(Exception):
+    """The database was made or upgraded by a newer release than this one."""
+
+
 class StorageUnavailable(Exception):
     """The database cannot be reached or refused the operation for a transient reason."""

@@ -30,6 +30,7 @@ def seal_of(data: DataDir) -> SealConfig:
     """How the data dir's server is unsealed (its database's seal record)."""
     store = storage.Store(data.load_config().db_url)
     try:
+        store.check_schema_version()  # every offline tool asks this first
         with store.snapshot() as tx:
             return barrier.seal_config(tx)
     finally:

@@ -25,7 +25,7 @@ from strongroom.server import barrier as barrier_mod
 from strongroom.server import numbers, storage, tls
 from strongroom.server import repository as repo
 from strongroom.server.datadir import DataDir
-from strongroom.server.errors import StorageUnavailable
+from strongroom.server.errors import SchemaTooNew, StorageUnavailable
 
 log = logging.getLogger("strongroom.server")
 
@@ -240,6 +240,8 @@ def serve(data: DataDir, listen: str, workers: int, bar: barrier_mod.Barrier | N
         )
     try:
         upgrade_schema(data)
+    except SchemaTooNew as e:
+        raise StartError(str(e)) from None
     except StorageUnavailable as e:  # serve anyway: requests answer 503 until the database is back
         print(f"strongroom: warning: could not check the database schema at start ({e})", file=sys.stderr)
     sock = bind(listen)

@@ -21,10 +21,15 @@ from sqlalchemy import (
 
 from strongroom.crypto import reqsig
 
-SCHEMA_VERSION = "1"
 NONCE_MEMORY_SECONDS = 2 * reqsig.MAX_SKEW_SECONDS  # a seen request is remembered for twice the signature window
 
 metadata = MetaData()
+
+# The schema's version, kept in meta as schema_version (absent: 1).  1: the releases up to
+# 1ec363f; 2: pending_shares, the seal record, unseal_gen (tests/server/test_upgrade.py upgrades a
+# database that release made, under load from a server of that release).  A server refuses to
+# start on a database of a higher version.
+SCHEMA_VERSION = 2
 
 meta = Table(
     "meta",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from strongroom.client.profile import Profile
 from strongroom.crypto.identity import Identity
-from strongroom.server import audit, barrier, storage, tls
+from strongroom.server import audit, barrier, schema, storage, tls
 from strongroom.server import repository as repo
 from strongroom.server.datadir import DataDir, DataDirError, ServerConfig
 from strongroom.server.hsm import ServerHsm
@@ -99,6 +99,7 @@ def init_server(
         with store.transaction() as tx:
             bar = barrier.Barrier()
             label = holder.key_label if isinstance(holder, ServerHsm) else holder.key if holder else ""
+            repo.set_meta(tx, "schema_version", str(schema.SCHEMA_VERSION))
             made = bar.initialize(tx, unlock, key_shares, key_threshold, label)
             seal = barrier.seal_config(tx).describe()
             aw = audit.AuditWriter(tx, 0, audit.GENESIS, bar.audit_key())

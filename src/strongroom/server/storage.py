@@ -24,9 +24,10 @@ import psycopg
 from sqlalchemy import Table, create_engine, event
 from sqlalchemy.engine import Engine
 
-from strongroom.server.errors import BadRequest, StorageUnavailable
+from strongroom.server.errors import BadRequest, SchemaTooNew, StorageUnavailable
 from strongroom.server.schema import (
     NONCE_MEMORY_SECONDS,
+    SCHEMA_VERSION,
     VAULT_TABLES,
     metadata,
     pending_shares,
@@ -222,14 +223,40 @@ class Store:
         with self.wrap_errors():
             metadata.create_all(self.engine)
 
+    def schema_version(self) -> int:
+        """The database's schema version (meta ``schema_version``; 1 before it was recorded)."""
+        with self.wrap_errors(), self.engine.connect() as conn:
+            row = conn.exec_driver_sql("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None:
+            return 1
+        try:
+            return int(row[0])
+        except ValueError:
+            raise SchemaTooNew(f"the database's schema version {row[0]!r} is not one this release knows") from None
+
+    def check_schema_version(self) -> int:
+        version = self.schema_version()
+        if version > SCHEMA_VERSION:
+            raise SchemaTooNew(
+                f"the database's schema is version {version}, newer than this release's {SCHEMA_VERSION}: "
+                "a newer Strongroom upgraded it; run that release (or newer)"
+            )
+        return version
+
     def upgrade_schema(self) -> None:
-        """Bring a database made by an earlier version up to this schema, at server start.
+        """Bring a database made by an earlier version up to this schema, at server start;
+        SchemaTooNew if a newer release made or upgraded it.
 
         Idempotent, and safe when several server processes start on one database at once: a
-        step another process finished first fails here and is checked again.
+        step another process finished first fails here and is checked again.  Every step only
+        adds (tables, nullable or defaulted columns), so a server of the previous release on the
+        same database keeps working while and after this runs.
         """
         from sqlalchemy import inspect
         from sqlalchemy.exc import DBAPIError
+
+        if self.check_schema_version() == SCHEMA_VERSION:
+            return
 
         for added in (registration_failures, sealed_events, pending_shares, *VAULT_TABLES):  # tables later versions added
             for _attempt in range(3):
@@ -274,8 +301,13 @@ class Store:
             names = set(inspect(self.engine).get_table_names())
         if "seen_nonces" not in names or "nonces" in names:
             raise StorageUnavailable("could not upgrade the database schema (replay table)")
-        if not {"registration_failures", "sealed_events", *(t.name for t in VAULT_TABLES)} <= names:
+        if not {"registration_failures", "sealed_events", "pending_shares", *(t.name for t in VAULT_TABLES)} <= names:
             raise StorageUnavailable("could not upgrade the database schema (tables added since)")
+        with self.wrap_errors(), self.exclusive() as tx:
+            recorded = int(tx.value("SELECT value FROM meta WHERE key = 'schema_version'") or 1)
+            update = "UPDATE meta SET value = ? WHERE key = 'schema_version'"
+            if recorded < SCHEMA_VERSION and tx.run(update, str(SCHEMA_VERSION)) == 0:
+                tx.run("INSERT INTO meta (key, value) VALUES ('schema_version', ?)", str(SCHEMA_VERSION))
 
     def has_schema(self) -> bool:
         from sqlalchemy import inspect
