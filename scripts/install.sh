@@ -8,6 +8,7 @@ APT_PACKAGES=(python3 python3-venv python3-dev gcc ca-certificates postgresql wr
   acl rsync  # POSIX ACLs on the mount (tests/fs/test_posix_acl.py)
   fio  # bench/fs_db_pair.py
   softhsm2  # PKCS#11 auto-unseal is tested against SoftHSM2 tokens
+  systemd  # systemd-analyze verifies the units (tests/cli/test_systemd.py)
   curl nodejs)  # Vault clients in the differential tests: curl, and node-vault (npm, below)
 
 if [ "$(id -u)" = 0 ]; then

@@ -383,8 +383,13 @@ def fs_mount(
         import logging
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        from strongroom import sdnotify
+
+        def mounted() -> None:
+            sdnotify.ready(f"{volume} mounted at {mountpoint}")  # systemd's Type=notify
+
         try:
-            serve(None)
+            serve(mounted)
         except mount.MountError as e:
             raise CliError(str(e)) from None
         return

@@ -16,10 +16,13 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from strongroom import sdnotify
 from strongroom.crypto.hygiene import harden_process
 from strongroom.server import barrier as barrier_mod
 from strongroom.server import numbers, storage, tls
@@ -106,6 +109,7 @@ def _make_server_class() -> type:
     class Server(uvicorn.Server):  # type: ignore[misc]
         gate_args: tuple[socket.socket, Any, float]
         gate: Gate | None = None
+        on_serving: Callable[[], None] | None = None
 
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets=[])  # uvicorn listens on nothing: the gate accepts
@@ -120,6 +124,8 @@ def _make_server_class() -> type:
 
             self.gate = Gate(listener, protocol, context, timeout, self.listener_broken)
             self.gate.start()
+            if self.on_serving is not None:
+                self.on_serving()
 
         def listener_broken(self) -> None:
             self.should_exit = True  # a worker that cannot accept leaves; the supervisor starts another
@@ -144,7 +150,9 @@ def _make_server_class() -> type:
     return Server
 
 
-def _worker(sock: socket.socket, data: DataDir, bar: barrier_mod.Barrier, log_level: str, writer_path: str) -> None:
+def _worker(
+    sock: socket.socket, data: DataDir, bar: barrier_mod.Barrier, log_level: str, writer_path: str, serving: int
+) -> None:
     import uvicorn
 
     from strongroom.server.api import REQUEST_TIMEOUT, create_app
@@ -184,6 +192,14 @@ def _worker(sock: socket.socket, data: DataDir, bar: barrier_mod.Barrier, log_le
     server = _make_server_class()(uconfig)
     # connections are accepted and their TLS begun by the gate (tlsgate.py: a cap per source, a deadline)
     server.gate_args = (sock, context, config.handshake_timeout)
+
+    def say_serving() -> None:
+        try:
+            os.write(serving, b"s")  # the supervisor tells systemd once the first worker serves
+        except OSError:
+            pass
+
+    server.on_serving = say_serving
     server.run(sockets=[])
 
 
@@ -246,6 +262,7 @@ def serve(data: DataDir, listen: str, workers: int, bar: barrier_mod.Barrier | N
         print(f"strongroom: warning: could not check the database schema at start ({e})", file=sys.stderr)
     sock = bind(listen)
     listener, writer_path = _writer_socket()
+    serving_r, serving_w = os.pipe()
     children: dict[int, tuple[str, float]] = {}
     stopping = False
 
@@ -267,7 +284,7 @@ def serve(data: DataDir, listen: str, workers: int, bar: barrier_mod.Barrier | N
                     writer.main(listener, data, bar or barrier_mod.Barrier())
                 else:
                     listener.close()
-                    _worker(sock, data, bar or barrier_mod.Barrier(), log_level, writer_path)
+                    _worker(sock, data, bar or barrier_mod.Barrier(), log_level, writer_path, serving_w)
             except BaseException as e:  # noqa: BLE001 - report and leave; the parent restarts us
                 print(f"strongroom {role} {os.getpid()}: {type(e).__name__}: {e}", file=sys.stderr)
                 code = 1
@@ -297,7 +314,14 @@ def serve(data: DataDir, listen: str, workers: int, bar: barrier_mod.Barrier | N
     for _ in range(workers):
         spawn("worker")
     host, port = parse_listen(listen)
-    print(f"strongroom server listening on https://{host}:{sock.getsockname()[1]} with {workers} worker(s)", flush=True)
+    url = f"https://{host}:{sock.getsockname()[1]}"
+    print(f"strongroom server listening on {url} with {workers} worker(s)", flush=True)
+
+    def tell_systemd() -> None:
+        if os.read(serving_r, 1):
+            sdnotify.ready(f"serving on {url}")
+
+    threading.Thread(target=tell_systemd, name="sd-notify", daemon=True).start()
     while children:
         try:
             pid, status = os.wait()
@@ -319,6 +343,7 @@ def serve(data: DataDir, listen: str, workers: int, bar: barrier_mod.Barrier | N
         spawn(role)
     sock.close()
     listener.close()
+    os.close(serving_w)
     os.unlink(writer_path)
     os.rmdir(os.path.dirname(writer_path))
     return 0
