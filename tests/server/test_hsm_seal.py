@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from strongroom.client import Client, Sealed
-from strongroom.server import barrier, hsm
+from strongroom.crypto import token as token_mod
+from strongroom.server import barrier
 from strongroom.server.datadir import DataDir
 from strongroom.server.hsm import HsmError, Pkcs11Link, ServerHsm
 from tests.serverproc import Deployment, ServerProcess, cli
@@ -46,8 +47,8 @@ class Token:
 def token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Token:
     t = Token(tmp_path / "hsm")
     monkeypatch.setenv("SOFTHSM2_CONF", str(t.conf))  # this process and the servers it starts
-    if LIB in hsm._libs:
-        hsm._libs[LIB].reinitialize()  # SoftHSM reads its configuration when initialized
+    if LIB in token_mod._libs:
+        token_mod._libs[LIB].reinitialize()  # SoftHSM reads its configuration when initialized
     return t
 
 

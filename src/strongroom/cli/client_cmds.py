@@ -15,6 +15,7 @@ import click
 from rich.table import Table
 
 from strongroom.cli.common import CliError, console, emit, json_option, open_client, profile_option
+from strongroom.cli.profile_cmds import key_store_from, key_store_options
 from strongroom.client.profile import default_path
 
 _DURATION = re.compile(r"^(\d+)([smhd]?)$", re.ASCII)  # "٣" is no number here
@@ -71,6 +72,7 @@ def _policy(readers: tuple[str, ...], expires: str | None, not_before: str | Non
     "--profile", envvar="STRONGROOM_PROFILE", type=click.Path(file_okay=False, path_type=Path), help="Where to store the profile."
 )
 @click.option("--force", is_flag=True, help="Replace an existing profile.")
+@key_store_options
 @json_option
 def register(
     servers: tuple[str, ...],
@@ -81,6 +83,7 @@ def register(
     profile: Path | None,
     force: bool,
     as_json: bool,
+    **key_kw: Any,
 ) -> None:
     """Make this host's keypair, register its public key, and save the profile (0600).
 
@@ -93,8 +96,13 @@ def register(
         raise CliError(f"a profile already exists at {path}; pass --force to replace it")
     hostname = re.sub(r"[^A-Za-z0-9._@-]", "-", socket.gethostname())[:100] or "host"
     from strongroom.client import Client
+    from strongroom.client.keystore import KeyStoreError
 
-    c = Client.register(list(servers), org, auth_secret, name or hostname, path, ca_file)
+    store = key_store_from(key_kw)
+    try:
+        c = Client.register(list(servers), org, auth_secret, name or hostname, path, ca_file, key_store=store)
+    except KeyStoreError as e:
+        raise CliError(str(e)) from None
     c.close()
     emit(
         {"client_id": c.client_id, "profile": str(path), "org": org},

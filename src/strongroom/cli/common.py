@@ -161,7 +161,9 @@ def open_client(profile: Path | None, servers: tuple[str, ...] = (), data_dir: P
         if data_dir is None:
             raise CliError("no admin profile: pass --data DIR (uses DIR/admin), --profile DIR, or set STRONGROOM_DATA")
         profile = DataDir(data_dir).admin_profile
-    p = Profile.load(profile if profile is not None else default_path())
+    from strongroom.cli.profile_cmds import ask_key_passphrase
+
+    p = Profile.load(profile if profile is not None else default_path(), ask_key_passphrase)
     from strongroom.client import Client
 
     return Client(list(servers) or p.servers, p.client_id, p.identity, p.ca_file)

@@ -13,10 +13,10 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from strongroom.client import errors
-from strongroom.client.profile import Profile
+from strongroom.client.profile import KeyStore, Profile
 from strongroom.client.transport import Broken, Reply, TimedOut, Transport, Unreachable
 from strongroom.crypto import reqsig
-from strongroom.crypto.identity import Identity, b64u
+from strongroom.crypto.identity import Signer, b64u
 
 Records = list[dict[str, Any]]
 Strings = list[str]
@@ -64,7 +64,7 @@ class Client:
         self,
         servers: Strings,
         client_id: str,
-        identity: Identity,
+        identity: Signer,
         ca_file: str | os.PathLike[str] | None = None,
         timeout: float = 30.0,
     ) -> None:
@@ -106,13 +106,16 @@ class Client:
         profile_dir: str | os.PathLike[str],
         ca_file: str | os.PathLike[str] | None = None,
         via: Client | None = None,
+        key_store: KeyStore | None = None,
     ) -> Client:
         """Make an identity on this host, register its public key, and save the profile.
 
         ``via`` sends the registration over an existing client's connection (one TLS
-        handshake for many registrations, e.g. when enrolling hosts in bulk).
+        handshake for many registrations, e.g. when enrolling hosts in bulk).  ``key_store``:
+        where the private key is kept (a file by default; profile.py).
         """
-        identity = Identity.generate()
+        key_store = key_store or KeyStore()
+        identity = key_store.new_identity()
         body = {"org": org, "auth_secret": auth_secret, "name": name, "public_key": b64u(identity.public_bytes())}
         conn = via if via is not None else cls(servers, "", identity, ca_file)
         try:
@@ -122,7 +125,7 @@ class Client:
                 conn.close()
             raise
         ca_pem = Path(ca_file).read_bytes() if ca_file else None
-        Profile(Path(profile_dir), servers, out["client_id"], identity, name, org).save(ca_pem)
+        Profile(Path(profile_dir), servers, out["client_id"], identity, name, org, key_store=key_store).save(ca_pem)
         if via is not None:
             return cls(servers, out["client_id"], identity, ca_file)
         conn.client_id, conn._identity = out["client_id"], identity

@@ -6,6 +6,7 @@ import base64
 import ctypes
 import ctypes.util
 import functools
+from typing import Protocol
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -24,6 +25,15 @@ def unb64u(text: str) -> bytes:
         return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     except (ValueError, TypeError):
         raise ValueError("not base64url") from None
+
+
+class Signer(Protocol):
+    """What a client signs its requests with: an Identity here, or a key in a token
+    (client/keystore.py)."""
+
+    def public_bytes(self) -> bytes: ...
+
+    def sign(self, message: bytes) -> bytes: ...
 
 
 class Identity:

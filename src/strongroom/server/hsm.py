@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,11 +18,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from strongroom.server.datadir import ServerConfig
 
+from strongroom.crypto import token
+
 log = logging.getLogger("strongroom.server.hsm")
 
 _AAD = b"strongroom hsm seal v1"
 _VERSION = b"\x01"
-PIN_MAX = 256
 
 
 class HsmError(Exception):
@@ -53,35 +53,6 @@ class ServerHsm:
         return cls(**{k: str(v) for k, v in doc.items()})
 
 
-def _read_pin(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(PIN_MAX + 1)
-    except OSError as e:
-        raise HsmError(f"HSM PIN file {path}: {e.strerror}") from None
-    pin = raw.decode("utf-8", "replace").rstrip("\r\n")
-    if not pin or len(raw) > PIN_MAX:
-        raise HsmError(f"HSM PIN file {path} is empty or too long")
-    return pin
-
-
-_libs: dict[str, Any] = {}
-_libs_lock = threading.Lock()
-
-
-def _library(path: str) -> Any:
-    """One loaded module per path and process (PKCS#11 is initialized once per process)."""
-    import pkcs11
-
-    with _libs_lock:
-        lib = _libs.get(path)
-        if lib is None:
-            if not os.path.isfile(path):
-                raise HsmError(f"HSM library {path} does not exist")
-            lib = _libs[path] = pkcs11.lib(path)
-        return lib
-
-
 class Pkcs11Link:
     """Wraps and unwraps U with one named key of one token (barrier.HsmLike)."""
 
@@ -94,26 +65,10 @@ class Pkcs11Link:
         return f"Pkcs11Link({self.cfg.lib}, token={self.cfg.token!r}, key={self.cfg.key_label!r})"
 
     def _session(self) -> Any:
-        import pkcs11.exceptions as px
-
         try:
-            lib = _library(self.cfg.lib)
-            try:
-                token = lib.get_token(token_label=self.cfg.token)
-            except px.NoSuchToken:
-                lib.reinitialize()  # a token made or plugged in since this process loaded the module
-                token = lib.get_token(token_label=self.cfg.token)
-            return token.open(user_pin=_read_pin(self.cfg.pin_file), rw=True)
-        except px.NoSuchToken:
-            raise HsmError(f"HSM token {self.cfg.token!r} not found") from None
-        except (px.PinIncorrect, px.PinInvalid, px.PinLenRange):
-            raise HsmError(f"HSM token {self.cfg.token!r} refused the PIN") from None
-        except px.PinLocked:
-            raise HsmError(f"HSM token {self.cfg.token!r} is locked (too many wrong PINs)") from None
-        except px.PKCS11Error as e:
-            raise HsmError(f"HSM token {self.cfg.token!r}: {type(e).__name__}") from None
-        except (OSError, RuntimeError) as e:
-            raise HsmError(f"HSM library {self.cfg.lib}: {type(e).__name__}") from None
+            return token.open_session(self.cfg.lib, self.cfg.token, self.cfg.pin_file)
+        except token.TokenError as e:
+            raise HsmError(str(e)) from None
 
     def _key(self, session: Any, label: str, create: bool) -> Any:
         from pkcs11 import Attribute, KeyType, ObjectClass
