@@ -10,4 +10,6 @@ def deposit_error_keys(status: int, body: Any) -> bool:
     if not isinstance(body, dict):
         return False
     extra = {"errors"} if status == 404 and body.get("message") == "no such route" else set()
+    if status == 403 and body.get("error") == "approval_required":
+        extra = {"request_id"}
     return set(body) == {"error", "message"} | extra

@@ -42,17 +42,40 @@ def policy_options(f: Any) -> Any:
     f = click.option("--reader", "readers", multiple=True, help="client:ID or group:NAME allowed to get it (repeatable).")(f)
     f = click.option("--expires", help="Refuse gets after this: a duration (12h, 7d) or an ISO 8601 time.")(f)
     f = click.option("--not-before", help="Refuse gets before this: a duration or an ISO 8601 time.")(f)
-    return click.option("--max-retrievals", type=click.IntRange(1, 2**31 - 1), help="Allow this many gets in all.")(f)
+    f = click.option("--max-retrievals", type=click.IntRange(1, 2**31 - 1), help="Allow this many gets in all.")(f)
+    approver = "client:ID or group:NAME who may approve a release (repeatable)."
+    f = click.option("--approver", "approvers", multiple=True, help=approver)(f)
+    f = click.option("--approvals-required", type=click.IntRange(0, 100), help="Approvals each release needs (M of them).")(f)
+    return click.option("--approval-window", help="An approval releases for this long (30m, 8h) instead of for one get.")(f)
 
 
-def _policy(readers: tuple[str, ...], expires: str | None, not_before: str | None, max_retrievals: int | None) -> dict[str, Any]:
+def _policy(
+    readers: tuple[str, ...],
+    expires: str | None,
+    not_before: str | None,
+    max_retrievals: int | None,
+    approvers: tuple[str, ...] = (),
+    approvals_required: int | None = None,
+    approval_window: str | None = None,
+) -> dict[str, Any]:
     """The client API's policy keywords from the CLI's policy options."""
     return {
         "readers": list(readers),
         "expires_at": parse_when(expires),
         "not_before": parse_when(not_before),
         "max_retrievals": max_retrievals,
+        "approvers": list(approvers),
+        "approvals_required": approvals_required or 0,
+        "approval_window": parse_seconds(approval_window) if approval_window else 0,
     }
+
+
+def parse_seconds(text: str) -> int:
+    """A duration: seconds, or a number with s, m, h or d."""
+    m = re.fullmatch(r"([0-9]{1,9})([smhd]?)", text.strip())
+    if m is None:
+        raise CliError(f"not a duration: {text!r} (use 90, 30m, 8h or 2d)")
+    return int(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
 
 
 @click.command("register")
@@ -138,6 +161,9 @@ def put(
     expires: str | None,
     not_before: str | None,
     max_retrievals: int | None,
+    approvers: tuple[str, ...],
+    approvals_required: int | None,
+    approval_window: str | None,
     profile: Path | None,
     servers: tuple[str, ...],
     as_json: bool,
@@ -150,8 +176,9 @@ def put(
     """
     data = source.read()
     kw: dict[str, Any] = {}
-    if readers or expires is not None or not_before is not None or max_retrievals is not None:
-        kw = _policy(readers, expires, not_before, max_retrievals)  # a put without options keeps the policy
+    policy = (readers, expires, not_before, max_retrievals, approvers, approvals_required, approval_window)
+    if any(v not in (None, ()) for v in policy):
+        kw = _policy(*policy)  # a put without options keeps the policy
     with open_client(profile, servers) as c:
         version = c.put(name, data, **kw)
     emit({"name": name, "version": version}, as_json, lambda o: click.echo(f"{o['name']}: version {o['version']}"))
@@ -275,4 +302,59 @@ def entropy(n: int, output: Path | None, profile: Path | None, servers: tuple[st
         sys.stdout.flush()
 
 
-COMMANDS = [register, whoami, put, get, ls, rm, entropy]
+@click.command("approvals")
+@profile_option
+@json_option
+def approvals(profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
+    """Release requests waiting for your approval, and your own requests.
+
+    \b
+    Example:
+      strongroom approvals
+    """
+    with open_client(profile, servers) as c:
+        rows = c.approvals()
+
+    def human(o: list[dict[str, Any]]) -> None:
+        for r in o:
+            got = f"{len(r['approvals'])}/{r['required']}"
+            click.echo(f"{r['id']}  {r['state']:<9} {r['deposit']}  by {r['requester']}  approvals {got}")
+
+    emit(rows, as_json, human)
+
+
+def _vote(request_id: str, approve: bool, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
+    with open_client(profile, servers) as c:
+        out = c.approve(request_id) if approve else c.deny(request_id)
+    emit(out, as_json, lambda o: click.echo(f"{o['id']}: {o['state']} ({len(o['approvals'])} of {o['required']} approvals)"))
+
+
+@click.command("approve")
+@click.argument("request_id")
+@profile_option
+@json_option
+def approve(request_id: str, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
+    """Approve a pending release request of a deposit you are an approver of.
+
+    \b
+    Example:
+      strongroom approve apr_Zk3...
+    """
+    _vote(request_id, True, profile, servers, as_json)
+
+
+@click.command("deny")
+@click.argument("request_id")
+@profile_option
+@json_option
+def deny(request_id: str, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
+    """Deny a pending release request (one denial denies it).
+
+    \b
+    Example:
+      strongroom deny apr_Zk3...
+    """
+    _vote(request_id, False, profile, servers, as_json)
+
+
+COMMANDS = [register, whoami, put, get, ls, rm, entropy, approvals, approve, deny]

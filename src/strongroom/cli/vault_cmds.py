@@ -129,6 +129,9 @@ def policy_deposit(
     expires: str | None,
     not_before: str | None,
     max_retrievals: int | None,
+    approvers: tuple[str, ...],
+    approvals_required: int | None,
+    approval_window: str | None,
     profile: Path | None,
     servers: tuple[str, ...],
     as_json: bool,
@@ -138,7 +141,9 @@ def policy_deposit(
     \b
     Example:
       strongroom policy deposit db-key --reader group:dbhosts --expires 7d
+      strongroom policy deposit vol-key --approver group:trustees --approvals-required 2
     """
     with open_client(profile, servers) as c:
-        out = c.set_policy(name, **_policy(readers, expires, not_before, max_retrievals))
+        policy = _policy(readers, expires, not_before, max_retrievals, approvers, approvals_required, approval_window)
+        out = c.set_policy(name, **policy)
     emit(out, as_json, lambda o: click.echo(f"{name}: readers {' '.join(o['policy']['readers']) or '(owner only)'}"))

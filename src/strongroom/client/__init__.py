@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from strongroom.client.errors import (
+    ApprovalRequired,
     Denied,
     Gone,
     InvalidRequest,
@@ -17,7 +18,17 @@ from strongroom.client.errors import (
 if TYPE_CHECKING:
     from strongroom.client.client import Client
 
-__all__ = ["Client", "Denied", "Gone", "InvalidRequest", "NotFound", "Sealed", "StrongroomError", "Unavailable"]
+__all__ = [
+    "ApprovalRequired",
+    "Client",
+    "Denied",
+    "Gone",
+    "InvalidRequest",
+    "NotFound",
+    "Sealed",
+    "StrongroomError",
+    "Unavailable",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -42,6 +42,8 @@ def _raise_for(resp: Reply) -> None:
         code, message = "", resp.text[:200]
     message = message or f"HTTP {resp.status_code}"
     s = resp.status_code
+    if s == 403 and code == "approval_required":
+        raise errors.ApprovalRequired(message, str(body.get("request_id", "")))
     if s in (401, 403):
         raise errors.Denied(message)
     if s == 404:
@@ -200,13 +202,22 @@ class Client:
     # -- deposits ---------------------------------------------------------------------------------
     @staticmethod
     def _policy(
-        readers: Strings | None, expires_at: float | None, not_before: float | None, max_retrievals: int | None
+        readers: Strings | None,
+        expires_at: float | None,
+        not_before: float | None,
+        max_retrievals: int | None,
+        approvers: Strings | None = None,
+        approvals_required: int = 0,
+        approval_window: int = 0,
     ) -> dict[str, Any]:
         return {
             "readers": list(readers or []),
             "expires_at": expires_at,
             "not_before": not_before,
             "max_retrievals": max_retrievals,
+            "approvers": list(approvers or []),
+            "approvals_required": approvals_required,
+            "approval_window": approval_window,
         }
 
     def put(
@@ -218,11 +229,17 @@ class Client:
         expires_at: float | None = None,
         not_before: float | None = None,
         max_retrievals: int | None = None,
+        approvers: Strings | None = None,
+        approvals_required: int = 0,
+        approval_window: int = 0,
     ) -> int:
-        """Deposit ``data`` under ``name``; returns the new version.  Policy keywords replace the policy."""
+        """Deposit ``data`` under ``name``; returns the new version.  Policy keywords replace the
+        policy; ``approvals_required`` of the ``approvers`` must approve each release (or open a
+        window of ``approval_window`` seconds)."""
         body: dict[str, Any] = {"data": base64.b64encode(data).decode()}
-        if readers is not None or expires_at is not None or not_before is not None or max_retrievals is not None:
-            body["policy"] = self._policy(readers, expires_at, not_before, max_retrievals)
+        given = (readers, expires_at, not_before, max_retrievals, approvers)
+        if any(v is not None for v in given) or approvals_required or approval_window:
+            body["policy"] = self._policy(*given, approvals_required, approval_window)
         return int(self._json("PUT", f"/v1/deposits/{name}", json_body=body)["version"])
 
     def get(self, name: str, version: int | None = None, owner: str | None = None) -> bytes:
@@ -248,9 +265,22 @@ class Client:
         expires_at: float | None = None,
         not_before: float | None = None,
         max_retrievals: int | None = None,
+        approvers: Strings | None = None,
+        approvals_required: int = 0,
+        approval_window: int = 0,
     ) -> dict[str, Any]:
-        body = self._policy(readers, expires_at, not_before, max_retrievals)
+        body = self._policy(readers, expires_at, not_before, max_retrievals, approvers, approvals_required, approval_window)
         return dict(self._json("PUT", f"/v1/deposits/{name}/policy", json_body=body))
+
+    def approvals(self) -> Records:
+        """Open approval requests this client may decide, and its own requests."""
+        return list(self._json("GET", "/v1/approvals"))
+
+    def approve(self, request_id: str) -> dict[str, Any]:
+        return dict(self._json("POST", f"/v1/approvals/{request_id}/approve"))
+
+    def deny(self, request_id: str) -> dict[str, Any]:
+        return dict(self._json("POST", f"/v1/approvals/{request_id}/deny"))
 
     def report_acl_denials(self, events: Records) -> int:
         """Send access-control denials seen by this host's mounts to the server's audit log."""

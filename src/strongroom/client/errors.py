@@ -11,6 +11,15 @@ class Denied(StrongroomError):
     """Authentication failed, or the policy refuses this client (HTTP 401/403)."""
 
 
+class ApprovalRequired(Denied):
+    """The deposit's policy wants its trustees' approval first (HTTP 403 approval_required);
+    ``request_id`` names the pending request they approve (`strongroom approve ID`)."""
+
+    def __init__(self, message: str, request_id: str) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+
 class NotFound(StrongroomError):
     """No such deposit or version, or none this client may see (HTTP 404)."""
 

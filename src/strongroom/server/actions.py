@@ -33,6 +33,8 @@ SIGNED: dict[type[Any], tuple[Backend, bool]] = {
     m.ListDeposits: (lambda s, ctx, msg: s.deposits.list_deposits(ctx, msg.shared), False),
     m.DeleteDeposit: (lambda s, ctx, msg: s.deposits.delete(ctx, msg.name), False),
     m.SetPolicy: (lambda s, ctx, msg: s.deposits.set_policy(ctx, msg.name, msg.policy), False),
+    m.ListApprovals: (lambda s, ctx, msg: s.deposits.approvals.listing(ctx), False),
+    m.VoteApproval: (lambda s, ctx, msg: s.deposits.approvals.vote(ctx, msg.request_id, msg.approve), False),
     m.RecordEvents: (lambda s, ctx, msg: s.deposits.record_acl_denials(ctx, msg.acl_denials), False),
     m.Seal: (lambda s, ctx, msg: s.sealing.seal(ctx), True),
     m.RotateMasterKey: (lambda s, ctx, msg: s.sealing.rotate_master_key(ctx), True),

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 from strongroom.crypto import aead
+from strongroom.server import approvals, vault_rows
 from strongroom.server import barrier as barrier_mod
 from strongroom.server import repository as repo
-from strongroom.server import vault_rows
 from strongroom.server.ctx import Ctx
 from strongroom.server.datadir import ServerConfig
 from strongroom.server.errors import BadRequest, Denied, Gone, IntegrityFailure, NotFound, Refused, TooLarge
@@ -42,10 +42,16 @@ class Deposits:
         self.barrier = barrier
         self.config = config
         self.clock = clock
+        self.approvals = approvals.Approvals(clock)
 
-    def _policy_rows(self, tx: Tx, owner: ClientRow, policy: Policy) -> list[tuple[str, str]]:
+    def _policy_rows(self, tx: Tx, owner: ClientRow, policy: Policy) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        """(readers, approvers) of a policy, checked."""
         if policy.max_retrievals is not None and policy.max_retrievals < 1:
             raise BadRequest("max_retrievals must be at least 1")
+        try:
+            named = approvals.check_approvers(tx, owner, policy.approvers, policy.approvals_required, policy.approval_window)
+        except ValueError as e:
+            raise BadRequest(str(e)) from None
         out: list[tuple[str, str]] = []
         for r in policy.readers:
             kind, _, ident = r.partition(":")
@@ -58,10 +64,14 @@ class Deposits:
             else:
                 raise BadRequest(f"reader {r!r}: use client:ID or group:NAME")
             out.append((kind, ident))
-        return sorted(set(out))
+        return sorted(set(out)), named
 
-    def _set_policy(self, tx: Tx, deposit_id: int, rows: list[tuple[str, str]], policy: Policy) -> None:
-        repo.set_policy(tx, deposit_id, rows, policy.expires_at, policy.not_before, policy.max_retrievals)
+    def _set_policy(
+        self, tx: Tx, deposit_id: int, rows: tuple[list[tuple[str, str]], list[tuple[str, str]]], policy: Policy
+    ) -> None:
+        readers, named = rows
+        repo.set_policy(tx, deposit_id, readers, policy.expires_at, policy.not_before, policy.max_retrievals)
+        approvals.set_approvers(tx, deposit_id, named, policy.approvals_required, policy.approval_window)
 
     def put(self, ctx: Ctx, name: str, data: bytes, policy: Policy | None) -> dict[str, Any]:
         return self.put_named(ctx, check_name(name), data, policy, "put")
@@ -71,7 +81,7 @@ class Deposits:
         if len(data) > self.config.deposit_limit:
             raise TooLarge(f"deposit is larger than the server's limit of {self.config.deposit_limit} bytes")
         tx, me = ctx.tx, ctx.client
-        rows = self._policy_rows(tx, me, policy) if policy is not None else []
+        rows = self._policy_rows(tx, me, policy) if policy is not None else ([], [])
         now = self.clock()
         dep = repo.deposit(tx, me.id, name)
         if dep is None:
@@ -137,6 +147,7 @@ class Deposits:
         if dep.expires_at is not None and now >= dep.expires_at:
             ctx.audit.append(me.id, action, target, "denied", reason="expired")
             raise Refused(Gone("deposit has expired"))
+        approval = self.approvals.gate(ctx, dep, action, target) if dep.approvals_required else None
         try:
             data = self.barrier.read_version(tx, dep.id, dep.owner_id, v)
         except aead.DecryptionError:
@@ -146,7 +157,10 @@ class Deposits:
         if not repo.count_retrieval(tx, dep.id):
             ctx.audit.append(me.id, action, target, "denied", reason="retrieval limit reached")
             raise Refused(Gone("deposit has reached its retrieval limit"))
-        ctx.audit.append(me.id, action, target, "ok", version=v)
+        if approval is None:
+            ctx.audit.append(me.id, action, target, "ok", version=v)
+        else:
+            ctx.audit.append(me.id, action, target, "ok", version=v, approval=approval)
         return data
 
     def _describe(self, tx: Tx, dep: DepositRow) -> dict[str, Any]:
@@ -163,6 +177,9 @@ class Deposits:
                 "expires_at": dep.expires_at,
                 "not_before": dep.not_before,
                 "max_retrievals": dep.max_retrievals,
+                "approvers": approvals.approvers(tx, dep.id) if dep.approvals_required else [],
+                "approvals_required": dep.approvals_required,
+                "approval_window": dep.approval_window,
             },
         }
 
@@ -215,7 +232,10 @@ class Deposits:
         dep = self._own(ctx, name, "policy")
         rows = self._policy_rows(ctx.tx, ctx.client, policy)
         self._set_policy(ctx.tx, dep.id, rows, policy)
-        ctx.audit.append(ctx.client.id, "policy", f"{ctx.client.id}/{name}", "ok", readers=len(rows))
+        ctx.audit.append(
+            ctx.client.id, "policy", f"{ctx.client.id}/{name}", "ok", readers=len(rows[0]), approvers=len(rows[1]),
+            approvals_required=policy.approvals_required,
+        )  # fmt: skip
         fresh = repo.deposit_by_id(ctx.tx, dep.id)
         assert fresh is not None
         return self._describe(ctx.tx, fresh)

@@ -31,6 +31,16 @@ class Denied(ApiError):
     status, code = 403, "denied"
 
 
+class ApprovalRequired(Denied):
+    """A retrieval that waits for its trustees' approvals; the body carries the request's id."""
+
+    code = "approval_required"
+
+    def __init__(self, message: str, request_id: str = "") -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+
 class NotFound(ApiError):
     status, code = 404, "not_found"
 

@@ -130,9 +130,12 @@ def _no_route(path: str) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
     return 404, json.dumps(body, separators=(",", ":")).encode(), list(_JSON)
 
 
-def error_response(status: int, code: str, message: str) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
-    """This API's error shape."""
-    return status, json.dumps({"error": code, "message": message}, separators=(",", ":")).encode(), list(_JSON)
+def error_response(
+    status: int, code: str, message: str, request_id: str = ""
+) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+    """This API's error shape (an approval_required refusal also names its pending request)."""
+    doc = {"error": code, "message": message, **({"request_id": request_id} if request_id else {})}
+    return status, json.dumps(doc, separators=(",", ":")).encode(), list(_JSON)
 
 
 async def send_answer(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
@@ -181,6 +184,8 @@ class DepositFront:
             r.GROUP_CHANGE.key: lambda p: m.ChangeGroup(p.path["org"], p.path["name"], p.model.add, p.model.remove),
             r.GROUP_DELETE.key: lambda p: m.DeleteGroup(p.path["org"], p.path["name"]),
             r.AUDIT.key: lambda p: m.AuditTail(p.query["after"], p.query["limit"]),
+            r.APPROVALS_LIST.key: lambda p: m.ListApprovals(),
+            r.APPROVAL_VOTE.key: lambda p: m.VoteApproval(p.path["request_id"], p.path["action"] == "approve"),
         }
         missing = {route.key for route in TABLE} - set(self.handlers) - set(self.messages)
         if missing:
@@ -200,7 +205,7 @@ class DepositFront:
             await send_answer(send, *_no_route(scope["path"]))
             return
         except ApiError as e:
-            await send_answer(send, *error_response(e.status, e.code, e.message))
+            await send_answer(send, *error_response(e.status, e.code, e.message, getattr(e, "request_id", "")))
             return
         if isinstance(result, bytes):
             await send_answer(send, route.status, result, list(_BYTES))

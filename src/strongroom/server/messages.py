@@ -124,6 +124,7 @@ class Failure:
     message: str
     status: int
     code: str
+    request_id: str = ""  # an ApprovalRequired's pending request
 
 
 # -- the deposit API ---------------------------------------------------------------------------
@@ -134,6 +135,9 @@ class Policy:
     expires_at: float | None = None
     not_before: float | None = None
     max_retrievals: int | None = None
+    approvers: tuple[str, ...] = ()
+    approvals_required: int = 0
+    approval_window: int = 0
 
 
 @message
@@ -156,6 +160,19 @@ class Authenticate:
 @dataclass(slots=True)
 class WhoAmI:
     pass
+
+
+@message
+@dataclass(slots=True)
+class ListApprovals:
+    pass
+
+
+@message
+@dataclass(slots=True)
+class VoteApproval:
+    request_id: str
+    approve: bool
 
 
 @carrier("policy")
@@ -313,6 +330,7 @@ _LEN = struct.Struct(">I")
 _CALL, _REPLY, _OTHER = 0, 1, 2  # a frame's first field
 _API_ERRORS: dict[str, type[errors.ApiError]] = {c.__name__: c for c in errors.ApiError.__subclasses__()}
 _API_ERRORS["ApiError"] = errors.ApiError
+_API_ERRORS["ApprovalRequired"] = errors.ApprovalRequired
 
 
 def frame(obj: Any) -> bytes:
@@ -395,7 +413,7 @@ def frame_limit(deposit_limit: int) -> int:
 
 def failure(e: BaseException) -> Failure:
     if isinstance(e, errors.ApiError):
-        return Failure(True, type(e).__name__, e.message, e.status, e.code)
+        return Failure(True, type(e).__name__, e.message, e.status, e.code, getattr(e, "request_id", ""))
     return Failure(False, type(e).__name__, "", 500, "internal")  # never the message: it could carry request content
 
 
@@ -407,6 +425,8 @@ def raise_failure(f: Failure) -> None:
     if not f.api:
         raise WriterInternalError(f.name)
     cls = _API_ERRORS.get(f.name)
+    if cls is errors.ApprovalRequired:
+        raise errors.ApprovalRequired(f.message, f.request_id)
     if cls is not None and (cls.status, cls.code) == (f.status, f.code):  # the Vault API has its own Invalid
         raise cls(f.message)
     e = errors.ApiError(f.message)  # an error class of a layer above (the Vault API's): by its status

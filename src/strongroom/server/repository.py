@@ -188,6 +188,8 @@ class DepositRow:
     retrievals: int
     created: float
     updated: float
+    approvals_required: int
+    approval_window: int
 
 
 _DEPOSIT_COLS = st.columns_of(DepositRow, schema.deposits)

@@ -151,9 +151,20 @@ class PolicyModel(Strict):
     expires_at: UnixTime | None = Field(default=None, description="Unix time after which gets answer 410")
     not_before: UnixTime | None = Field(default=None, description="Unix time before which gets answer 403")
     max_retrievals: int | None = Field(default=None, ge=1, le=2**31 - 1)
+    approvers: list[str] = Field(default_factory=list, max_length=100, description="client:ID or group:NAME who may approve")
+    approvals_required: int = Field(default=0, ge=0, le=100, description="approvals each release needs (0: none)")
+    approval_window: int = Field(default=0, ge=0, le=30 * 86400, description="seconds an approval releases for (0: one get)")
 
     def to_policy(self) -> Policy:
-        return Policy(tuple(self.readers), self.expires_at, self.not_before, self.max_retrievals)
+        return Policy(
+            tuple(self.readers),
+            self.expires_at,
+            self.not_before,
+            self.max_retrievals,
+            tuple(self.approvers),
+            self.approvals_required,
+            self.approval_window,
+        )
 
 
 class PutRequest(Strict):
@@ -257,6 +268,8 @@ GROUPS_LIST = Route("GET", "/v1/admin/orgs/{org}/groups")
 GROUP_CREATE = Route("POST", "/v1/admin/orgs/{org}/groups", 201, body=NameRequest)
 GROUP_CHANGE = Route("PATCH", "/v1/admin/orgs/{org}/groups/{name}", body=GroupChange)
 GROUP_DELETE = Route("DELETE", "/v1/admin/orgs/{org}/groups/{name}")
+APPROVALS_LIST = Route("GET", "/v1/approvals")
+APPROVAL_VOTE = Route("POST", "/v1/approvals/{request_id}/{action}", choices={"action": ("approve", "deny")})
 AUDIT = Route(
     "GET",
     "/v1/admin/audit",

@@ -26,7 +26,7 @@ NONCE_MEMORY_SECONDS = 2 * reqsig.MAX_SKEW_SECONDS  # a seen request is remember
 metadata = MetaData()
 
 # The schema's version, kept in meta as schema_version (absent: 1).  1: the releases up to
-# 1ec363f; 2: pending_shares, the seal record, unseal_gen (tests/server/test_upgrade.py upgrades a
+# 1ec363f; 2: pending_shares, the seal record, unseal_gen, release approvals (tests/server/test_upgrade.py upgrades a
 # database that release made, under load from a server of that release).  A server refuses to
 # start on a database of a higher version.
 SCHEMA_VERSION = 2
@@ -104,6 +104,10 @@ deposits = Table(
     Column("retrievals", Integer, nullable=False),
     Column("created", Float, nullable=False),
     Column("updated", Float, nullable=False),
+    # M of the deposit's approvers must approve each retrieval (0: no approval needed), or
+    # open a window of this many seconds for the requester (0: one retrieval per approval)
+    Column("approvals_required", Integer, nullable=False, server_default="0"),
+    Column("approval_window", Integer, nullable=False, server_default="0"),
     UniqueConstraint("owner_id", "name"),
 )
 
@@ -200,6 +204,42 @@ grants = Table(
     Column("epoch", Integer, primary_key=True, autoincrement=False),
     Column("box", LargeBinary, nullable=False),
 )
+
+# Who may approve a deposit's release (approvals.py): clients and groups, as readers are named.
+deposit_approvers = Table(
+    "deposit_approvers",
+    metadata,
+    Column("deposit_id", Integer, ForeignKey("deposits.id", ondelete="CASCADE"), primary_key=True),
+    Column("kind", String(8), primary_key=True),  # client | group
+    Column("principal", String(64), primary_key=True),
+)
+
+# A retrieval waiting for (or granted by) its approvals: pending, approved, used, denied,
+# cancelled (the policy changed); expired ones are pending or approved past ``expires``.
+approval_requests = Table(
+    "approval_requests",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("deposit_id", Integer, ForeignKey("deposits.id", ondelete="CASCADE"), nullable=False),
+    Column("requester_id", String(32), nullable=False),
+    Column("state", String(12), nullable=False),
+    Column("created", Float, nullable=False),
+    Column("expires", Float, nullable=False),  # pending: until decided; approved: until used
+    Column("window_until", Float, nullable=True),  # an approved window's end
+    Column("used_at", Float, nullable=True),
+    Index("approval_requests_requester", "deposit_id", "requester_id", "state"),
+)
+
+approval_votes = Table(
+    "approval_votes",
+    metadata,
+    Column("request_id", String(32), ForeignKey("approval_requests.id", ondelete="CASCADE"), primary_key=True),
+    Column("approver_id", String(32), primary_key=True),
+    Column("approve", Integer, nullable=False),
+    Column("at", Float, nullable=False),
+)
+
+APPROVAL_TABLES = (deposit_approvers, approval_requests, approval_votes)
 
 # Shares given towards an unseal or a rekey (unsealing.py), each sealed to every live server
 # process's box key: one row per share and process.

@@ -26,6 +26,7 @@ from sqlalchemy.engine import Engine
 
 from strongroom.server.errors import BadRequest, SchemaTooNew, StorageUnavailable
 from strongroom.server.schema import (
+    APPROVAL_TABLES,
     NONCE_MEMORY_SECONDS,
     SCHEMA_VERSION,
     VAULT_TABLES,
@@ -258,7 +259,8 @@ class Store:
         if self.check_schema_version() == SCHEMA_VERSION:
             return
 
-        for added in (registration_failures, sealed_events, pending_shares, *VAULT_TABLES):  # tables later versions added
+        added_tables = (registration_failures, sealed_events, pending_shares, *APPROVAL_TABLES, *VAULT_TABLES)
+        for added in added_tables:  # tables later versions added
             for _attempt in range(3):
                 try:
                     with self.wrap_errors():
@@ -301,7 +303,7 @@ class Store:
             names = set(inspect(self.engine).get_table_names())
         if "seen_nonces" not in names or "nonces" in names:
             raise StorageUnavailable("could not upgrade the database schema (replay table)")
-        if not {"registration_failures", "sealed_events", "pending_shares", *(t.name for t in VAULT_TABLES)} <= names:
+        if not {t.name for t in added_tables} <= names:
             raise StorageUnavailable("could not upgrade the database schema (tables added since)")
         with self.wrap_errors(), self.exclusive() as tx:
             recorded = int(tx.value("SELECT value FROM meta WHERE key = 'schema_version'") or 1)
@@ -400,7 +402,11 @@ def _first_line(e: BaseException | None) -> str:
 
 
 # (table, column, its SQL type and default): what ALTER TABLE adds to a database made before it
-ADDED_COLUMNS = (("vault_tokens", "explicit_max_ttl", "INTEGER NOT NULL DEFAULT 0"),)
+ADDED_COLUMNS = (
+    ("vault_tokens", "explicit_max_ttl", "INTEGER NOT NULL DEFAULT 0"),
+    ("deposits", "approvals_required", "INTEGER NOT NULL DEFAULT 0"),
+    ("deposits", "approval_window", "INTEGER NOT NULL DEFAULT 0"),
+)
 
 
 def columns_of(row_type: Any, table: Table) -> str:
