@@ -3,8 +3,17 @@
 # init a server, start it, register a client, put and get a deposit, draw entropy,
 # verify the audit log, create an encrypted volume keyed by the server, mount it, write through
 # it and show that only ciphertext is on disk, stop.
+# --hsm: the server is sealed by a key in a SoftHSM2 token the demo makes, and unseals itself
+# (no passphrase at start or for the audit check), with recovery shares printed once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+hsm=0
+for arg in "$@"; do
+  case "$arg" in
+    --hsm) hsm=1 ;;
+    *) echo "usage: scripts/demo.sh [--hsm]" >&2; exit 2 ;;
+  esac
+done
 bash scripts/install.sh
 export PATH="$PWD/.venv/bin:$PATH"
 
@@ -22,13 +31,31 @@ head -c 24 /dev/urandom | base64 > "$work/passphrase"
 chmod 600 "$work/passphrase"
 export STRONGROOM_DATA="$work/server" STRONGROOM_PROFILE="$work/client"
 
+seal=(--passphrase-file "$work/passphrase")
+if [ "$hsm" = 1 ]; then
+  echo "== a SoftHSM2 token for the server's seal"
+  mkdir -p "$work/hsm/tokens"
+  printf 'directories.tokendir = %s\nobjectstore.backend = file\nlog.level = ERROR\n' "$work/hsm/tokens" > "$work/hsm/softhsm2.conf"
+  export SOFTHSM2_CONF="$work/hsm/softhsm2.conf"
+  pin=$(head -c 12 /dev/urandom | base64 | tr -d '/+=')
+  printf '%s' "$pin" > "$work/hsm/pin"; chmod 600 "$work/hsm/pin"
+  softhsm2-util --init-token --free --label strongroom --pin "$pin" --so-pin "$pin$pin" >/dev/null
+  seal=()
+fi
+
 echo "== strongroom server init"
-strongroom server init --passphrase-file "$work/passphrase" --json > "$work/init.json"
+if [ "$hsm" = 1 ]; then
+  strongroom server init --hsm-lib /usr/lib/softhsm/libsofthsm2.so --hsm-token strongroom \
+    --hsm-pin-file "$work/hsm/pin" --key-shares 3 --key-threshold 2 --json > "$work/init.json"
+  echo "   sealed by a non-extractable key in the token; 2 of 3 recovery shares in $work/init.json"
+else
+  strongroom server init "${seal[@]}" --json > "$work/init.json"
+fi
 secret=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["auth_secret"])' "$work/init.json")
 echo "   organization 'default' created; CA at $STRONGROOM_DATA/tls/ca.pem"
 
 echo "== strongroom server start (HTTPS on 127.0.0.1:8443, 2 workers)"
-strongroom server start --passphrase-file "$work/passphrase" --listen 127.0.0.1:8443 --workers 2 > "$work/server.log" 2>&1 &
+strongroom server start "${seal[@]}" --listen 127.0.0.1:8443 --workers 2 > "$work/server.log" 2>&1 &
 server_pid=$!
 for _ in $(seq 100); do
   curl -sf --cacert "$STRONGROOM_DATA/tls/ca.pem" https://127.0.0.1:8443/health >/dev/null 2>&1 && break
@@ -38,6 +65,17 @@ urllib.request.urlopen("https://127.0.0.1:8443/health", context=ssl.create_defau
 PY
   sleep 0.2
 done
+if [ "$hsm" = 1 ]; then
+  for _ in $(seq 100); do  # the writer process asks the token, then grants the workers
+    python3 - "$STRONGROOM_DATA/tls/ca.pem" <<'PY' 2>/dev/null && break
+import json, ssl, sys, urllib.request
+h = json.load(urllib.request.urlopen("https://127.0.0.1:8443/health", context=ssl.create_default_context(cafile=sys.argv[1]), timeout=1))
+sys.exit(1 if h["sealed"] else 0)
+PY
+    sleep 0.2
+  done
+  strongroom server seal-status --server https://127.0.0.1:8443
+fi
 
 echo "== strongroom register"
 STRONGROOM_AUTH_SECRET="$secret" strongroom register --server https://127.0.0.1:8443 \
@@ -57,7 +95,7 @@ strongroom entropy --bytes 32 --json
 
 echo "== audit log"
 strongroom server audit tail -n 10 --server https://127.0.0.1:8443
-strongroom server audit verify --passphrase-file "$work/passphrase"
+strongroom server audit verify "${seal[@]}"
 if grep -a -q hunter2 "$STRONGROOM_DATA"/strongroom.db*; then
   echo "FAIL: plaintext found in the database" >&2; exit 1
 fi

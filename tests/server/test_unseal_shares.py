@@ -174,7 +174,7 @@ def test_cli_init_start_unseal_backup_with_shares(tmp_path: Path) -> None:
         r = cli(*base, "--share-file", str(one))
         assert r.returncode == 0 and b"1 of 2 given; 1 more needed" in r.stdout, r.stderr
         r = cli("server", "seal-status", "--data", str(data), "--server", s.url)
-        assert b"sealed; unsealed with 2 of 3 shares; 1 of 2 shares given" in r.stdout
+        assert b"sealed; seal: 2 of 3 shares; 1 of 2 shares given" in r.stdout
         r = cli(*base, "--share-file", str(two))
         assert r.returncode == 0 and r.stdout.strip() == b"unsealed", r.stderr
         r = cli("server", "backup", "--data", str(data), "--out", str(tmp_path / "b.srb"), "--share-file", str(two))

@@ -98,7 +98,7 @@ def server_seal_status(data_dir: Path | None, profile: Path | None, servers: tup
         state = "sealed" if o["sealed"] else "unsealed"
         how = {"passphrase": "a passphrase", "pkcs11": "an HSM"}.get(o["seal"], f"{o['threshold']} of {o['shares']} shares")
         tail = f"; {o['progress']} of {o['threshold']} shares given" if o["sealed"] and o["seal"] == "shares" else ""
-        click.echo(f"{state}; unsealed with {how}{tail}")
+        click.echo(f"{state}; seal: {how}{tail}")
 
     with open_client(profile, servers, data_dir, admin=True) as c:
         emit(c.seal_status(), as_json, human)
