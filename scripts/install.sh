@@ -9,6 +9,7 @@ APT_PACKAGES=(python3 python3-venv python3-dev gcc ca-certificates postgresql wr
   fio  # bench/fs_db_pair.py
   softhsm2  # PKCS#11 auto-unseal is tested against SoftHSM2 tokens
   systemd  # systemd-analyze verifies the units (tests/cli/test_systemd.py)
+  tang clevis  # network-bound unlock is tested against Debian's Tang server and clevis client
   curl nodejs)  # Vault clients in the differential tests: curl, and node-vault (npm, below)
 
 if [ "$(id -u)" = 0 ]; then

@@ -22,6 +22,7 @@ from strongroom.cli.common import (
     profile_option,
     read_passphrase,
 )
+from strongroom.cli.tang_cmds import tang_binding, tang_options
 
 
 @click.group("fs", cls=Group)
@@ -60,6 +61,7 @@ def _fs_errors(fn: Any) -> Any:
 @click.option(
     "--recovery-passphrase-file", type=click.Path(dir_okay=False, path_type=Path), help="Read the recovery passphrase here."
 )
+@tang_options
 @passphrase_option
 @profile_option
 @json_option
@@ -75,6 +77,7 @@ def fs_init(
     profile: Path | None,
     servers: tuple[str, ...],
     as_json: bool,
+    **tang_kw: Any,
 ) -> None:
     """Create an encrypted volume in an empty directory.
 
@@ -82,19 +85,21 @@ def fs_init(
     Example:
       strongroom fs init /srv/vault --key-server --recovery-passphrase
       strongroom fs init /srv/vault --passphrase --passphrase-file pw
+      strongroom fs init /srv/vault --tang https://tang1 --tang https://tang2 --tang-threshold 2 --tang-trust
     """
     from strongroom.fs.names import b64u
     from strongroom.fs.volume import init_volume
 
-    if key_server == use_passphrase:
-        raise CliError("choose --key-server or --passphrase")
+    tang = tang_binding(tang_kw)
+    if key_server + use_passphrase + (tang is not None) == 0 or (key_server and use_passphrase):
+        raise CliError("choose --key-server, --passphrase or --tang URL (--tang may join either)")
     pw = read_passphrase(passphrase_file, confirm=True, what="Volume passphrase") if use_passphrase else None
     recovery = None
     if recovery_passphrase or recovery_passphrase_file:
         recovery = read_passphrase(recovery_passphrase_file, confirm=True, what="Recovery passphrase")
     client = open_client(profile, servers) if key_server else None
     try:
-        cfg = init_volume(directory, pw, recovery, client, deposit)
+        cfg = init_volume(directory, pw, recovery, client, deposit, tang)
     finally:
         if client is not None:
             client.close()

@@ -9,6 +9,7 @@ from strongroom.cli import acl_cmds, bench_cmds, client_cmds, fs_cmds, profile_c
 from strongroom.cli import fs_rewrite_cmds as _fs_rewrite  # noqa: F401 - registers its commands in the fs group
 from strongroom.cli import seal_cmds as _seal  # noqa: F401 - registers its commands in the server group
 from strongroom.cli import systemd_cmds as _systemd  # noqa: F401 - registers its commands in the server group
+from strongroom.cli import tang_cmds as _tang  # noqa: F401 - registers its commands in the server group
 from strongroom.cli import tls_cmds as _tls  # noqa: F401 - registers its commands in the server group
 from strongroom.cli.common import Group
 

@@ -103,6 +103,25 @@ RETIRED_PURPOSE = "retired-keks"
 CHECKSUM_AD = b"strongroom/v1/config-checksum\x00"
 
 
+def tang_source(
+    kek: bytes,
+    volume_id: bytes,
+    threshold: int,
+    servers: list[dict[str, Any]],
+    source_key: bytes,
+    role: str,
+    version: int = VERSION,
+) -> dict[str, Any]:
+    """A source whose key ``threshold`` of the Tang ``servers`` give back (fs/tang.py)."""
+    return {
+        "type": "tang",
+        "role": role,
+        "threshold": threshold,
+        "servers": servers,
+        "sealed_kek": seal_kek(source_key, volume_id, "tang", kek, version),
+    }
+
+
 def _checksum(d: dict[str, Any]) -> str:
     """SHA-256 over every other field (FORMAT.md §4): tells a damaged config (a changed salt,
     wrapped key, id or KDF parameter) from a wrong passphrase, which otherwise look alike."""
@@ -211,7 +230,8 @@ class VolumeConfig:
             if raw["cipher"] != "AES-256-GCM" or raw["block_size"] != 4096 or raw["names"] != "AES-256-SIV":
                 raise ConfigError(f"{where} names parameters this Strongroom does not support")
             sources = list(raw["key_sources"])
-            if not sources or not all(isinstance(s, dict) and s.get("type") in ("passphrase", "trustee") for s in sources):
+            kinds = ("passphrase", "trustee", "tang")
+            if not sources or not all(isinstance(s, dict) and s.get("type") in kinds for s in sources):
                 raise ConfigError(f"{where} has no usable key source")
             known = {
                 "format",
@@ -313,6 +333,20 @@ class VolumeConfig:
             except keys.WrongKey:
                 continue
         raise ConfigError("wrong passphrase")
+
+    def unlock_tang(self) -> keys.VolumeKeys:
+        """From the volume's Tang servers (ConfigError naming each server's failure)."""
+        from strongroom.fs import tang
+
+        found = self.sources("tang")
+        if not found:
+            raise ConfigError("this volume has no Tang key source")
+        try:
+            return self.unlock_with_source_key(found[0], tang.recover(found[0], self.volume_id))
+        except tang.TangFailure as e:
+            raise ConfigError(f"Tang: {e}") from None
+        except keys.WrongKey:
+            raise ConfigError("the Tang servers' key does not open this volume") from None
 
     def unlock_trustee(self, fetch: Callable[[dict[str, Any]], bytes]) -> keys.VolumeKeys:
         """``fetch(source)`` returns the deposit's content (the client's errors pass through)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,17 +59,30 @@ def interrupted(directory: Path, cfg: config.VolumeConfig, besides: str = "", mo
     return None
 
 
+@dataclass(frozen=True)
+class TangBinding:
+    """Tang servers to bind a new volume to: ``threshold`` of ``urls``; their signing keys
+    among ``thumbprints``, or trusted as advertised when ``trust``."""
+
+    urls: list[str]
+    threshold: int = 1
+    thumbprints: list[str] | None = None
+    trust: bool = False
+
+
 def init_volume(
     directory: Path,
     passphrase: str | None = None,
     recovery_passphrase: str | None = None,
     client: Any = None,
     deposit: str | None = None,
+    tang: TangBinding | None = None,
 ) -> config.VolumeConfig:
-    """Create a volume in an empty (or new) directory, keyed by a passphrase and/or the key server
-    (``client``, a strongroom.client.Client: the KEK's source key becomes its deposit)."""
-    if passphrase is None and client is None:
-        raise ValueError("a volume needs a key source: a passphrase or the key server")
+    """Create a volume in an empty (or new) directory, keyed by a passphrase, the key server
+    (``client``, a strongroom.client.Client: the KEK's source key becomes its deposit) and/or
+    Tang servers (``tang``)."""
+    if passphrase is None and client is None and tang is None:
+        raise ValueError("a volume needs a key source: a passphrase, the key server or Tang servers")
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     if any(directory.iterdir()):
         raise config.ConfigError(f"{directory} is not empty")
@@ -82,10 +96,18 @@ def init_volume(
         sources.append(
             config.trustee_source(vk.kek, volume_id, list(client.servers), client.client_id, name, source_key, vk.version)
         )
+    if tang is not None:
+        from strongroom.fs import tang as tang_mod
+
+        try:
+            source_key, servers = tang_mod.bind(tang.urls, tang.threshold, volume_id, tang.thumbprints, tang.trust)
+        except tang_mod.TangFailure as e:
+            raise config.ConfigError(f"Tang: {e}") from None
+        role = "primary" if client is None else "recovery"
+        sources.append(config.tang_source(vk.kek, volume_id, tang.threshold, servers, source_key, role, vk.version))
     if passphrase is not None:
-        sources.append(
-            config.passphrase_source(vk.kek, volume_id, passphrase, "primary" if client is None else "recovery", vk.version)
-        )
+        primary = client is None and tang is None
+        sources.append(config.passphrase_source(vk.kek, volume_id, passphrase, "primary" if primary else "recovery", vk.version))
     if recovery_passphrase is not None:
         sources.append(config.passphrase_source(vk.kek, volume_id, recovery_passphrase, "recovery", vk.version))
     cfg = config.VolumeConfig.new(vk, sources)
@@ -107,6 +129,12 @@ def unlock(
     if (pending := interrupted(directory, cfg, mounts_only=True)) is not None:
         raise config.ConfigError(pending)
     factory = client_factory
+    if cfg.sources("tang") and not (prefer_passphrase and cfg.sources("passphrase")):
+        try:
+            return cfg.unlock_tang()
+        except config.ConfigError:
+            if not (cfg.sources("trustee") and factory is not None) and not (passphrase and cfg.sources("passphrase")):
+                raise  # nothing else to try: say why the Tang servers did not unlock it
     if cfg.sources("trustee") and factory is not None and not (prefer_passphrase and cfg.sources("passphrase")):
         return cfg.unlock_trustee(lambda source: fetch_source_key(source, factory(source)))
     if passphrase is None:

@@ -38,6 +38,7 @@ SIGNED: dict[type[Any], tuple[Backend, bool]] = {
     m.RecordEvents: (lambda s, ctx, msg: s.deposits.record_acl_denials(ctx, msg.acl_denials), False),
     m.Seal: (lambda s, ctx, msg: s.sealing.seal(ctx), True),
     m.RotateMasterKey: (lambda s, ctx, msg: s.sealing.rotate_master_key(ctx), True),
+    m.RotateTang: (lambda s, ctx, msg: s.tang.rotate(ctx), True),
     m.CreateOrg: (lambda s, ctx, msg: s.orgs.create_org(ctx, msg.name), True),
     m.ListOrgs: (lambda s, ctx, msg: s.orgs.list_orgs(ctx), True),
     m.RotateOrgSecret: (lambda s, ctx, msg: s.orgs.rotate_org_secret(ctx, msg.org), True),
@@ -62,6 +63,8 @@ def action(service: Service, vault: VaultEngine | None, call: m.Call) -> Action:
     msg = call.body
     if isinstance(msg, m.Register):  # not signed: the organization's auth secret is the credential
         return service.registration.action(msg.org, msg.secret_digest, msg.name, msg.public_key, msg.source)
+    if isinstance(msg, m.TangRequest):  # not signed: Tang's protocol has no client authentication
+        return service.tang.action(msg.kind, msg.kid, msg.body, msg.source)
     if isinstance(msg, m.VaultRequest) and vault is not None:  # a token's request, or a login's checked signature
         return vault.action(call.raw_path, msg, call.checked)
     spec = SIGNED.get(type(msg))

@@ -345,6 +345,23 @@ class Barrier:
     def audit_key(self) -> bytes:
         return self._current().audit
 
+    def system_secret(self, tx: Tx, name: str, create: bool) -> bytes | None:
+        """A named 256-bit secret of the server's own (a Tang key's seed), wrapped under the
+        master key as a system key; made at random when ``create`` and absent."""
+        self.refresh(tx)
+        keys = self._current()
+        wrapped = repo.system_key(tx, name)
+        if wrapped is not None:
+            return aead.unwrap_key(keys.master, wrapped, _syskey_aad(name))
+        if not create:
+            return None
+        secret = aead.new_key()
+        repo.insert_system_key(tx, name, keys.master_gen, aead.wrap_key(keys.master, secret, _syskey_aad(name)))
+        return secret
+
+    def system_secret_names(self, tx: Tx, prefix: str) -> list[str]:
+        return sorted(n for n, _w in repo.system_keys(tx) if n.startswith(prefix))
+
     # -- deposits ---------------------------------------------------------------------
     def write_version(self, tx: Tx, deposit_id: int, owner: str, version: int, plaintext: bytes, created: float) -> None:
         """Store a new deposit version sealed under a fresh data key, itself wrapped under the

@@ -144,6 +144,19 @@ async def send_answer(send: Send, status: int, body: bytes, headers: list[tuple[
     await send({"type": "http.response.body", "body": body})
 
 
+@dataclass(frozen=True)
+class Typed:
+    """A body with its own content type (Tang's JOSE documents)."""
+
+    body: bytes
+    ctype: bytes
+
+
+def _source(p: Parts) -> str:
+    client = p.scope.get("client")
+    return str(client[0]) if client else "unknown"
+
+
 class DepositFront:
     """ASGI: the deposit API, one pipeline for every route of the table."""
 
@@ -158,6 +171,10 @@ class DepositFront:
             r.REGISTER.key: self._register,
             r.UNSEAL.key: self._unseal,
             r.SEAL_STATUS.key: self._seal_status,
+            r.TANG_ADV.key: self._tang_adv,
+            r.TANG_ADV_SLASH.key: self._tang_adv,
+            r.TANG_ADV_KID.key: self._tang_adv,
+            r.TANG_REC.key: self._tang_rec,
             r.REKEY.key: self._rekey,
             r.REKEY_STATUS.key: self._rekey_status,
             r.ENTROPY.key: self._entropy,
@@ -185,6 +202,7 @@ class DepositFront:
             r.GROUP_DELETE.key: lambda p: m.DeleteGroup(p.path["org"], p.path["name"]),
             r.AUDIT.key: lambda p: m.AuditTail(p.query["after"], p.query["limit"]),
             r.APPROVALS_LIST.key: lambda p: m.ListApprovals(),
+            r.TANG_ROTATE.key: lambda p: m.RotateTang(),
             r.APPROVAL_VOTE.key: lambda p: m.VoteApproval(p.path["request_id"], p.path["action"] == "approve"),
         }
         missing = {route.key for route in TABLE} - set(self.handlers) - set(self.messages)
@@ -207,7 +225,9 @@ class DepositFront:
         except ApiError as e:
             await send_answer(send, *error_response(e.status, e.code, e.message, getattr(e, "request_id", "")))
             return
-        if isinstance(result, bytes):
+        if isinstance(result, Typed):
+            await send_answer(send, route.status, result.body, [(b"content-type", result.ctype)])
+        elif isinstance(result, bytes):
             await send_answer(send, route.status, result, list(_BYTES))
         else:
             await send_answer(send, route.status, json.dumps(result, separators=(",", ":")).encode(), list(_JSON))
@@ -240,6 +260,15 @@ class DepositFront:
         out = await self._signed(p, m.Seal())
         self.service.barrier.seal()  # the others see the new epoch at their next tick
         return out
+
+    async def _tang_adv(self, p: Parts) -> Any:
+        adv = await self.link.call(raw_path(p.scope), None, m.TangRequest("adv", p.path.get("kid"), "", _source(p)))
+        return Typed(adv, b"application/jose+json")
+
+    async def _tang_rec(self, p: Parts) -> Any:
+        body = json.dumps(p.model.model_dump())
+        out = await self.link.call(raw_path(p.scope), None, m.TangRequest("rec", p.path["kid"], body, _source(p)))
+        return Typed(json.dumps(out, separators=(",", ":")).encode(), b"application/jwk+json")
 
     async def _seal_status(self, p: Parts) -> Any:
         return await asyncio.to_thread(self.service.sealing.status, self.agent)

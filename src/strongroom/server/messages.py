@@ -164,6 +164,23 @@ class WhoAmI:
 
 @message
 @dataclass(slots=True)
+class TangRequest:
+    """An unauthenticated Tang request (tang.py): "adv" (kid optional) or "rec" (a JWK's text)."""
+
+    kind: str
+    kid: str | None
+    body: str
+    source: str
+
+
+@message
+@dataclass(slots=True)
+class RotateTang:
+    pass
+
+
+@message
+@dataclass(slots=True)
 class ListApprovals:
     pass
 

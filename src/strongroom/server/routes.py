@@ -211,6 +211,17 @@ class UnsealRequest(Strict):
         return self
 
 
+class TangJwk(BaseModel):
+    """The client's point in a Tang recovery: a P-521 JWK (other members, as clevis sends
+    them, are ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+    kty: str = Field(max_length=8)
+    crv: str = Field(max_length=16)
+    x: str = Field(max_length=100)
+    y: str = Field(max_length=100)
+
+
 class RekeyRequest(Strict):
     shares: int | None = Field(default=None, ge=1, le=16, description="start: how many new shares")
     threshold: int | None = Field(default=None, ge=1, le=16, description="start: how many of them will unseal")
@@ -253,6 +264,11 @@ EVENTS = Route("POST", "/v1/events", body=EventsRequest)
 ENTROPY = Route("GET", "/v1/entropy", query=(Param("bytes", int, ge=1, le=MAX_ENTROPY, required=True),))
 UNSEAL = Route("POST", "/v1/unseal", body=UnsealRequest)
 SEAL_STATUS = Route("GET", "/v1/seal-status")
+TANG_ADV = Route("GET", "/tang/adv")
+TANG_ADV_SLASH = Route("GET", "/tang/adv/")  # what clevis asks for
+TANG_ADV_KID = Route("GET", "/tang/adv/{kid}")
+TANG_REC = Route("POST", "/tang/rec/{kid}", body=TangJwk)
+TANG_ROTATE = Route("POST", "/v1/admin/tang/rotate")
 REKEY = Route("POST", "/v1/admin/rekey", body=RekeyRequest)
 REKEY_STATUS = Route("GET", "/v1/admin/rekey")
 SEAL = Route("POST", "/v1/admin/seal")

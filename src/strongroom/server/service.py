@@ -30,6 +30,7 @@ from strongroom.server.orgs import Orgs
 from strongroom.server.registration import Registration
 from strongroom.server.sealing import Sealing
 from strongroom.server.storage import Tx
+from strongroom.server.tang import Tang
 
 MAX_ENTROPY = 65536
 T = TypeVar("T")
@@ -58,6 +59,7 @@ class Service:
         self.orgs = Orgs(clock)
         self.sealing = Sealing(store, barrier, self.auth, self.submit, clock)
         self.sealing.hsm = link_for(config)
+        self.tang = Tang(barrier)
 
     def submit(self, fn: Callable[[Tx, audit_mod.AuditWriter], T]) -> Future[T]:
         """Queue an action for the next group commit; the future resolves after it committed."""
