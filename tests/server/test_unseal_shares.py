@@ -88,6 +88,31 @@ def test_shares_from_two_servers_unseal_both(split: Deployment) -> None:
     assert not any(w in json.dumps(entries) for w in split.shares[0].split()[5:10])  # no share's words in the log
 
 
+def test_two_admins_each_give_a_share(split: Deployment, tmp_path: Path) -> None:
+    s = split.start()
+    alice = tmp_path / "alice"
+    r = cli("server", "admin-add", "--data", str(split.data.path), "--server", s.url, "--name", "alice", "--out", str(alice))
+    assert r.returncode == 1 and b"sealed" in r.stderr.lower()  # making an admin is audited: needs the keys
+    base = ["server", "unseal", "--data", str(split.data.path), "--server", s.url]
+    first = tmp_path / "first"
+    first.write_text(split.shares[0])
+    second = tmp_path / "second"
+    second.write_text(split.shares[1])
+    assert cli(*base, "--share-file", str(first)).returncode == 0
+    assert cli(*base, "--share-file", str(second)).returncode == 0
+    r = cli("server", "admin-add", "--data", str(split.data.path), "--server", s.url, "--name", "alice", "--out", str(alice))
+    assert r.returncode == 0, r.stderr
+    admin = split.admin(s)
+    admin.seal()
+    _eventually(lambda: admin.seal_status()["sealed"] is True)
+    assert cli(*base, "--share-file", str(first)).returncode == 0  # the first admin's share
+    r = cli("server", "unseal", "--profile", str(alice), "--share-file", str(second))  # alice's, from her profile
+    assert r.returncode == 0 and r.stdout.strip() == b"unsealed", r.stderr
+    last = [e for e in admin.audit_tail(-1, 200) if e["action"] == "unseal"][-1]
+    alice_id = json.loads((alice / "profile.json").read_text())["client_id"]
+    assert sorted(last["detail"]["given_by"]) == sorted([admin.client_id, alice_id])
+
+
 def test_reset_forgets_the_shares_given(split: Deployment) -> None:
     s = split.start(sealed=True)
     a = split.admin(s)
@@ -214,3 +239,31 @@ def test_vault_seal_status_reports_the_split_and_progress(split: Deployment) -> 
     split.admin(s).unseal(share=split.shares[2])
     status = vault.sys.read_seal_status()
     assert (status["sealed"], status["progress"]) == (False, 0)
+
+
+def test_a_migration_that_dies_before_its_commit_leaves_the_old_seal(tmp_path: Path) -> None:
+    """migrate-seal hands out the new shares inside the transaction, before the commit: a crash
+    there (here: the hand-out raising) must leave the old seal whole and the shown shares useless."""
+    from strongroom.server import storage
+    from strongroom.server.maintenance import migrate_seal, seal_of
+    from tests.serverproc import PASSPHRASE
+
+    d = Deployment(tmp_path, None)
+    shown: list[str] = []
+
+    def die(made: list[str]) -> None:
+        shown.extend(made)
+        raise RuntimeError("the power went out")
+
+    with pytest.raises(RuntimeError):
+        migrate_seal(d.data, barrier.Unlock(PASSPHRASE), barrier.Unlock(), 3, 2, None, die)
+    assert len(shown) == 3 and seal_of(d.data).kind == "passphrase"
+    store = storage.Store(d.db_url)
+    with store.snapshot() as tx:
+        barrier.Barrier().open_with(tx, barrier.Unlock(PASSPHRASE), 1)  # the old passphrase still opens it
+        with pytest.raises(barrier.NeedsMaterial, match="a passphrase, not shares"):
+            barrier.Barrier().open_with(tx, barrier.Unlock(shares=tuple(shown[:2])), 1)
+    store.dispose()
+    after = migrate_seal(d.data, barrier.Unlock(PASSPHRASE), barrier.Unlock(), 3, 2, None, shown.clear)
+    assert after.kind == "shares"
+    d.close()

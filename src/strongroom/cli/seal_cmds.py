@@ -233,3 +233,32 @@ def server_migrate_seal(
         raise
     if not as_json:
         click.echo(f"seal migrated: now {after.describe()}")
+
+
+@server.command("admin-add")
+@admin_options
+@click.option("--name", required=True, help="The new admin's name (e.g. a share holder's).")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path), help="Its profile dir.")
+@json_option
+def server_admin_add(
+    data_dir: Path | None, profile: Path | None, servers: tuple[str, ...], name: str, out_dir: Path, as_json: bool
+) -> None:
+    """Make another admin credential (keypair made here, saved in --out, mode 0600): each share
+    holder can give unseal and rekey shares under their own name.
+
+    \b
+    Example:
+      strongroom server admin-add --data /var/lib/strongroom --name alice --out /root/alice
+    """
+    from strongroom.client.profile import Profile
+    from strongroom.crypto.identity import Identity
+
+    if (out_dir / "profile.json").exists():
+        raise CliError(f"a profile already exists at {out_dir}")
+    identity = Identity.generate()
+    with open_client(profile, servers, data_dir, admin=True) as c:
+        out = c.create_admin(name, identity.public_bytes())
+        ca = Path(c.ca_file).read_bytes() if c.ca_file else None
+        Profile(out_dir, list(c.servers), out["client_id"], identity, name, None, "admin").save(ca)
+    done = {**out, "profile": str(out_dir)}
+    emit(done, as_json, lambda o: click.echo(f"admin {o['name']} is {o['client_id']}; profile in {o['profile']}"))

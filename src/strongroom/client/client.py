@@ -368,6 +368,10 @@ class Client:
         body: dict[str, Any] = {"reset": True} if reset else {"share": share} if share is not None else {"passphrase": passphrase}
         return dict(self._json("POST", "/v1/unseal", json_body=body))
 
+    def create_admin(self, name: str, public_key: bytes) -> dict[str, Any]:
+        body = {"name": name, "public_key": b64u(public_key)}
+        return dict(self._json("POST", "/v1/admin/admins", json_body=body))
+
     def seal_status(self) -> dict[str, Any]:
         return dict(self._json("GET", "/v1/seal-status"))
 

@@ -39,6 +39,7 @@ SIGNED: dict[type[Any], tuple[Backend, bool]] = {
     m.Seal: (lambda s, ctx, msg: s.sealing.seal(ctx), True),
     m.RotateMasterKey: (lambda s, ctx, msg: s.sealing.rotate_master_key(ctx), True),
     m.RotateTang: (lambda s, ctx, msg: s.tang.rotate(ctx), True),
+    m.CreateAdmin: (lambda s, ctx, msg: s.orgs.create_admin(ctx, msg.name, msg.public_key), True),
     m.CreateOrg: (lambda s, ctx, msg: s.orgs.create_org(ctx, msg.name), True),
     m.ListOrgs: (lambda s, ctx, msg: s.orgs.list_orgs(ctx), True),
     m.RotateOrgSecret: (lambda s, ctx, msg: s.orgs.rotate_org_secret(ctx, msg.org), True),

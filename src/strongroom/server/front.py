@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from strongroom.crypto.identity import unb64u
 from strongroom.server import messages as m
 from strongroom.server import routes as r
 from strongroom.server.asgi import Scope, Send
@@ -152,6 +153,13 @@ class Typed:
     ctype: bytes
 
 
+def _public_key(text: str) -> bytes:
+    try:
+        return unb64u(text)
+    except ValueError:
+        raise BadRequest("public_key must be base64url") from None
+
+
 def _source(p: Parts) -> str:
     client = p.scope.get("client")
     return str(client[0]) if client else "unknown"
@@ -203,6 +211,7 @@ class DepositFront:
             r.AUDIT.key: lambda p: m.AuditTail(p.query["after"], p.query["limit"]),
             r.APPROVALS_LIST.key: lambda p: m.ListApprovals(),
             r.TANG_ROTATE.key: lambda p: m.RotateTang(),
+            r.ADMIN_CREATE.key: lambda p: m.CreateAdmin(p.model.name, _public_key(p.model.public_key)),
             r.APPROVAL_VOTE.key: lambda p: m.VoteApproval(p.path["request_id"], p.path["action"] == "approve"),
         }
         missing = {route.key for route in TABLE} - set(self.handlers) - set(self.messages)

@@ -181,6 +181,13 @@ class RotateTang:
 
 @message
 @dataclass(slots=True)
+class CreateAdmin:
+    name: str
+    public_key: bytes
+
+
+@message
+@dataclass(slots=True)
 class ListApprovals:
     pass
 

@@ -11,7 +11,7 @@ from strongroom.server import repository as repo
 from strongroom.server import vault_rows
 from strongroom.server.ctx import Ctx
 from strongroom.server.errors import BadRequest, Conflict, NotFound
-from strongroom.server.identities import CLIENT_ID_RE, SHORT_NAME_RE, check_name, new_secret, secret_hash
+from strongroom.server.identities import CLIENT_ID_RE, SHORT_NAME_RE, check_name, new_client_id, new_secret, secret_hash
 from strongroom.server.storage import INTEGRITY_ERRORS
 
 
@@ -54,6 +54,21 @@ class Orgs:
         rows = repo.list_clients(ctx.tx)
         keys = ("client_id", "name", "org", "role", "status", "created")
         return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def create_admin(self, ctx: Ctx, name: str, public_key: bytes) -> dict[str, Any]:
+        """Another admin credential (its key made on its holder's host): share holders who each
+        give their own unseal or rekey share under their own name."""
+        check_name(name, "admin name", SHORT_NAME_RE)
+        if len(public_key) != 32:
+            raise BadRequest("public_key must be a 32-byte Ed25519 public key")
+        client_id = new_client_id()
+        try:
+            with ctx.tx.savepoint():
+                repo.insert_client(ctx.tx, client_id, None, name, public_key, "admin", self.clock())
+        except INTEGRITY_ERRORS:
+            raise Conflict("that public key is registered already") from None
+        ctx.audit.append(ctx.client.id, "admin.create", client_id, "ok", name=name)
+        return {"client_id": client_id, "name": name, "role": "admin"}
 
     def set_client_status(self, ctx: Ctx, client_id: str, status: str) -> dict[str, Any]:
         if not CLIENT_ID_RE.match(client_id):

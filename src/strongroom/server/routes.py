@@ -238,6 +238,11 @@ class RekeyRequest(Strict):
         return self
 
 
+class AdminRequest(Strict):
+    name: str = Field(max_length=64)
+    public_key: str = Field(max_length=64, description="Ed25519 public key, base64url without padding")
+
+
 class NameRequest(Strict):
     name: str = Field(max_length=64)
 
@@ -269,6 +274,7 @@ TANG_ADV_SLASH = Route("GET", "/tang/adv/")  # what clevis asks for
 TANG_ADV_KID = Route("GET", "/tang/adv/{kid}")
 TANG_REC = Route("POST", "/tang/rec/{kid}", body=TangJwk)
 TANG_ROTATE = Route("POST", "/v1/admin/tang/rotate")
+ADMIN_CREATE = Route("POST", "/v1/admin/admins", 201, body=AdminRequest)
 REKEY = Route("POST", "/v1/admin/rekey", body=RekeyRequest)
 REKEY_STATUS = Route("GET", "/v1/admin/rekey")
 SEAL = Route("POST", "/v1/admin/seal")
