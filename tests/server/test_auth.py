@@ -172,6 +172,7 @@ def test_replay_table_of_an_earlier_version_is_upgraded_without_losing_a_nonce(d
         with store.exclusive() as tx:  # the old schema, holding the request above as seen
             tx.run("DROP TABLE seen_nonces")
             tx.run("DROP TABLE registration_failures")  # an earlier version had neither
+            tx.run("DELETE FROM meta WHERE key = 'schema_version'")  # nor a recorded schema version
             tx.run(
                 "CREATE TABLE nonces (client_id VARCHAR(32), nonce VARCHAR(64), expires FLOAT, PRIMARY KEY (client_id, nonce))"
             )

@@ -161,12 +161,17 @@ def open_client(profile: Path | None, servers: tuple[str, ...] = (), data_dir: P
         if data_dir is None:
             raise CliError("no admin profile: pass --data DIR (uses DIR/admin), --profile DIR, or set STRONGROOM_DATA")
         profile = DataDir(data_dir).admin_profile
-    from strongroom.cli.profile_cmds import ask_key_passphrase
-
     p = Profile.load(profile if profile is not None else default_path(), ask_key_passphrase)
     from strongroom.client import Client
 
     return Client(list(servers) or p.servers, p.client_id, p.identity, p.ca_file)
+
+
+def ask_key_passphrase() -> str:
+    """For an encrypted profile key when no STRONGROOM_KEY_PASSPHRASE_FILE is set: a prompt."""
+    if not sys.stdin.isatty():
+        return ""
+    return getpass.getpass("Key passphrase: ")
 
 
 def admin_options(f: F) -> F:

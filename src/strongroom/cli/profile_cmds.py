@@ -3,15 +3,13 @@ host keeps its private key (a file, a file under a passphrase, a PKCS#11 token).
 
 from __future__ import annotations
 
-import getpass
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from strongroom.cli.common import CliError, Group, emit, json_option, profile_option, read_passphrase
+from strongroom.cli.common import CliError, Group, ask_key_passphrase, emit, json_option, profile_option, read_passphrase
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,13 +46,6 @@ def key_store_from(kw: dict[str, Any]) -> Any:
     if use_pass or pass_file:
         return KeyStore(passphrase=read_passphrase(pass_file, confirm=True, what="New key passphrase"))
     return KeyStore()
-
-
-def ask_key_passphrase() -> str:
-    """For an encrypted profile key when no STRONGROOM_KEY_PASSPHRASE_FILE is set: a prompt."""
-    if not sys.stdin.isatty():
-        return ""
-    return getpass.getpass("Key passphrase: ")
 
 
 @click.group("profile", cls=Group)

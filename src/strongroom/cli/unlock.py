@@ -60,9 +60,9 @@ def _prompt_shares(count: int) -> list[str]:
 def read_unlock(data_dir: Path | None, passphrase_file: Path | None, share_files: tuple[Path, ...]) -> Any:
     """The material for a command that opens the barrier itself, by how the server is sealed."""
     from strongroom.server import barrier
-    from strongroom.server.hsm import link_for
     from strongroom.server.maintenance import seal_of
     from strongroom.server.sealconfig import AUTO_KINDS
+    from strongroom.server.transitseal import link_for
 
     if share_files:
         return barrier.Unlock(shares=tuple(read_shares(share_files)))

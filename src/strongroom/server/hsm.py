@@ -13,10 +13,7 @@ import logging
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from strongroom.server.datadir import ServerConfig
+from typing import Any
 
 from strongroom.crypto import token
 
@@ -117,19 +114,6 @@ class Pkcs11Link:
             except PKCS11Error:
                 raise HsmError(f"HSM key {label!r} does not open this server's seal (another key with that label?)") from None
         return bytes(out)
-
-
-def link_for(config: ServerConfig) -> Any:
-    """The data dir's key holder for an auto-unseal (an HSM or a transit seal), or None."""
-    hsm = config.server_hsm()
-    if hsm is not None:
-        return Pkcs11Link(hsm)
-    transit = config.server_transit()
-    if transit is not None:
-        from strongroom.server.transitseal import TransitLink
-
-        return TransitLink(transit)
-    return None
 
 
 def check_pin_file(path: Path) -> None:

@@ -25,12 +25,12 @@ from strongroom.server.committer import GroupCommitter
 from strongroom.server.ctx import Ctx
 from strongroom.server.datadir import DataDir, ServerConfig
 from strongroom.server.deposits import Deposits
-from strongroom.server.hsm import link_for
 from strongroom.server.orgs import Orgs
 from strongroom.server.registration import Registration
 from strongroom.server.sealing import Sealing
 from strongroom.server.storage import Tx
 from strongroom.server.tang import Tang
+from strongroom.server.transitseal import link_for
 
 MAX_ENTROPY = 65536
 T = TypeVar("T")

@@ -16,11 +16,14 @@ import binascii
 import os
 import ssl
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from strongroom.server.hsm import HsmError
+
+if TYPE_CHECKING:
+    from strongroom.server.datadir import ServerConfig
 
 TIMEOUT = 10.0
 MAX_ANSWER = 64 << 10
@@ -113,3 +116,14 @@ class TransitLink:
         if len(key) != 32:
             raise HsmError(f"transit seal server {self.seal.address} decrypted to something else than this server's key")
         return key
+
+
+def link_for(config: ServerConfig) -> Any:
+    """The data dir's key holder for an auto-unseal (an HSM or a transit seal), or None."""
+    from strongroom.server.hsm import Pkcs11Link
+
+    hsm = config.server_hsm()
+    if hsm is not None:
+        return Pkcs11Link(hsm)
+    transit = config.server_transit()
+    return None if transit is None else TransitLink(transit)
