@@ -9,6 +9,7 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,15 @@ def cli(
     )
 
 
+def eventually(check: Callable[[], bool], timeout: float = 15) -> None:
+    """Wait (polling every 0.1 s) until ``check()`` holds; AssertionError after ``timeout`` s."""
+    deadline = time.time() + timeout
+    while not check():
+        if time.time() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.1)
+
+
 class ServerProcess:
     """One `strongroom server start` process tree on a data dir."""
 
@@ -67,6 +77,11 @@ class ServerProcess:
                 if time.time() > deadline or self.proc.poll() is not None:
                     raise
                 time.sleep(0.1)
+
+    def log_text(self) -> str:
+        """What the server wrote to its log (stderr) so far."""
+        self.log.flush()
+        return Path(self.log.name).read_text(errors="replace")
 
     def pids(self) -> list[int]:
         from strongroom.bench.procs import tree

@@ -18,7 +18,7 @@ from strongroom.crypto import token as token_mod
 from strongroom.server import barrier
 from strongroom.server.datadir import DataDir
 from strongroom.server.hsm import HsmError, Pkcs11Link, ServerHsm
-from tests.serverproc import Deployment, ServerProcess, cli
+from tests.serverproc import Deployment, cli, eventually
 
 LIB = "/usr/lib/softhsm/libsofthsm2.so"
 pytestmark = pytest.mark.skipif(not Path(LIB).exists(), reason="softhsm2 is not installed (scripts/install.sh installs it)")
@@ -60,17 +60,11 @@ def hsm_sealed(tmp_path: Path, token: Token, db_url: str | None) -> Iterator[Dep
     d.close()
 
 
+
 def _eventually(check: Callable[[], bool], timeout: float = 20) -> None:
-    deadline = time.time() + timeout
-    while not check():
-        if time.time() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.2)
+    eventually(check, timeout)
 
 
-def _log(s: ServerProcess) -> str:
-    s.log.flush()
-    return Path(s.log.name).read_text(errors="replace")
 
 
 def test_the_key_never_leaves_the_token(token: Token) -> None:
@@ -127,7 +121,7 @@ def test_an_absent_token_leaves_it_sealed_and_retrying_until_it_is_back(hsm_seal
     admin = hsm_sealed.admin(s)
     with pytest.raises(Sealed):
         admin.whoami()
-    assert "still sealed: the pkcs11 seal did not unseal the server (HSM token 'sr' not found)" in _log(s)
+    assert "still sealed: the pkcs11 seal did not unseal the server (HSM token 'sr' not found)" in s.log_text()
     token.dir.rmdir()
     hidden.rename(token.dir)
     _eventually(lambda: s.wait_healthy()["sealed"] is False, timeout=40)  # the backoff reaches it
@@ -138,11 +132,11 @@ def test_recovery_shares_unseal_it_when_the_pin_is_wrong(hsm_sealed: Deployment,
     token.pin.write_text("0000\n")
     s = hsm_sealed.start(sealed=True)
     time.sleep(1.5)
-    assert "refused the PIN" in _log(s) and s.wait_healthy()["sealed"] is True
+    assert "refused the PIN" in s.log_text() and s.wait_healthy()["sealed"] is True
     admin = hsm_sealed.admin(s)
     admin.unseal(share=hsm_sealed.shares[0])
     assert admin.unseal(share=hsm_sealed.shares[1])["sealed"] is False
-    assert "4321" not in _log(s) and "0000" not in _log(s)
+    assert "4321" not in s.log_text() and "0000" not in s.log_text()
 
 
 def test_migrate_from_passphrase_to_hsm_to_shares(tmp_path: Path, token: Token) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
@@ -10,15 +9,11 @@ import pytest
 from strongroom.client import Client, Denied, NotFound, Sealed
 from strongroom.crypto import aead
 from strongroom.server import barrier, storage
-from tests.serverproc import PASSPHRASE, Deployment, cli
+from tests.serverproc import PASSPHRASE, Deployment, cli, eventually
 
 
 def _eventually(check: Callable[[], bool], timeout: float = 10) -> None:
-    deadline = time.time() + timeout
-    while not check():
-        if time.time() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.1)
+    eventually(check, timeout)
 
 
 def _sealed(probe: Callable[[], object]) -> bool:

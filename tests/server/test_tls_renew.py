@@ -8,22 +8,17 @@ import os
 import signal
 import socket
 import ssl
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
 from strongroom.server import tls
-from tests.serverproc import Deployment, ServerProcess, cli
+from tests.serverproc import Deployment, ServerProcess, cli, eventually
 
 
 def _eventually(check: Callable[[], bool], timeout: float = 15) -> None:
-    deadline = time.time() + timeout
-    while not check():
-        if time.time() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.2)
+    eventually(check, timeout)
 
 
 def _served_cert(s: ServerProcess) -> str:
@@ -35,9 +30,6 @@ def _served_cert(s: ServerProcess) -> str:
     return hashlib.sha256(der).hexdigest()
 
 
-def _log(s: ServerProcess) -> str:
-    s.log.flush()
-    return Path(s.log.name).read_text(errors="replace")
 
 
 def test_renew_reaches_new_connections_without_a_restart(tmp_path: Path) -> None:
@@ -53,7 +45,7 @@ def test_renew_reaches_new_connections_without_a_restart(tmp_path: Path) -> None
         _eventually(lambda: all(_served_cert(s) != before for _ in range(6)))  # both workers
         assert keep.get("k") == b"v"
         assert s.pids() == pids  # no process was restarted
-        assert "TLS certificate reloaded (the file changed)" in _log(s)
+        assert "TLS certificate reloaded (the file changed)" in s.log_text()
     finally:
         d.close()
 
@@ -65,14 +57,14 @@ def test_sighup_reloads_and_a_broken_pair_keeps_the_old_one(tmp_path: Path) -> N
         tls_dir = d.data.tls
         good_key = (tls_dir / "server-key.pem").read_bytes()
         os.kill(s.proc.pid, signal.SIGHUP)  # the supervisor passes it on; nobody dies
-        _eventually(lambda: "TLS certificate reloaded (SIGHUP)" in _log(s))
+        _eventually(lambda: "TLS certificate reloaded (SIGHUP)" in s.log_text())
         assert s.proc.poll() is None
         before = _served_cert(s)
         tls.renew(tls_dir)
         os.replace(tls_dir / "server-key.pem", tls_dir / "new-key.bak")
         (tls_dir / "server-key.pem").write_bytes(good_key)  # a key that does not match the new certificate
         os.kill(s.proc.pid, signal.SIGHUP)
-        _eventually(lambda: "TLS certificate not reloaded (SIGHUP): the key does not match the certificate" in _log(s))
+        _eventually(lambda: "TLS certificate not reloaded (SIGHUP): the key does not match the certificate" in s.log_text())
         assert _served_cert(s) == before  # still serving the old, working pair
         s.wait_healthy()
     finally:
@@ -90,7 +82,7 @@ def test_expiry_in_metrics_and_a_warning_30_days_ahead(tmp_path: Path) -> None:
         lines = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines() if line.startswith(name)}
         assert lines[name + '{cert="server"}'] == cert.not_valid_after_utc.timestamp()
         assert {name + '{cert="ca"}', name + '{cert="kmip-client"}'} <= set(lines)
-        _eventually(lambda: "TLS certificate server.pem expires in" in _log(s))
+        _eventually(lambda: "TLS certificate server.pem expires in" in s.log_text())
         r = cli("server", "tls", "status", "--data", str(d.data.path))
         assert b"server.pem" in r.stdout and b"(9 days)" in r.stdout, r.stdout
     finally:

@@ -15,20 +15,13 @@ from strongroom.client import Sealed
 from strongroom.server import barrier
 from strongroom.server.transitseal import TransitLink, TransitSeal
 from tests.server.vault.reference import OpenBaoDev
-from tests.serverproc import Deployment, ServerProcess
+from tests.serverproc import Deployment, eventually
 
 
 def _eventually(check: Callable[[], bool], timeout: float = 30) -> None:
-    deadline = time.time() + timeout
-    while not check():
-        if time.time() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.2)
+    eventually(check, timeout)
 
 
-def _log(s: ServerProcess) -> str:
-    s.log.flush()
-    return Path(s.log.name).read_text(errors="replace")
 
 
 def _token_file(root: Path, token: str) -> Path:
@@ -71,8 +64,8 @@ def test_unseals_from_another_strongroom_and_waits_out_its_outage(tmp_path: Path
         assert s.wait_healthy()["sealed"] is True
         with pytest.raises(Sealed):
             d.admin(s).whoami()
-        assert "still sealed: the transit seal did not unseal the server" in _log(s) and "answered 503" in _log(s)
-        assert Path(seal.token_file).read_text().strip() not in _log(s)
+        assert "still sealed: the transit seal did not unseal the server" in s.log_text() and "answered 503" in s.log_text()
+        assert Path(seal.token_file).read_text().strip() not in s.log_text()
         g.admin().unseal(d.pwfile.read_text().strip())
         _eventually(lambda: s.wait_healthy()["sealed"] is False, timeout=40)
     finally:
@@ -89,7 +82,7 @@ def test_recovery_shares_unseal_it_while_the_guard_is_down(tmp_path: Path, guard
             s.stop()
         s = d.start(sealed=True)
         time.sleep(1.5)
-        assert "unreachable" in _log(s)
+        assert "unreachable" in s.log_text()
         admin = d.admin(s)
         admin.unseal(share=d.shares[2])
         assert admin.unseal(share=d.shares[0])["sealed"] is False

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -13,16 +12,12 @@ import pytest
 
 from strongroom.client import Client, Denied, InvalidRequest, Sealed
 from strongroom.crypto import shares
-from strongroom.server import barrier
-from tests.serverproc import Deployment, cli
+from strongroom.server import barrier, storage
+from tests.serverproc import Deployment, cli, eventually
 
 
 def _eventually(check: Callable[[], bool], timeout: float = 15) -> None:
-    deadline = time.time() + timeout
-    while not check():
-        if time.time() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.1)
+    eventually(check, timeout)
 
 
 @pytest.fixture
@@ -131,6 +126,10 @@ def test_rekey_makes_new_shares_and_retires_the_old(split: Deployment) -> None:
     _eventually(lambda: _unsealed_everywhere(split))
     host = split.register()
     host.put("kept", b"across the rekey")
+    rows = "SELECT deposit_id, version, master_gen, wrapped_key, ciphertext FROM deposit_versions ORDER BY 1, 2"
+    store = storage.Store(split.db_url)
+    with store.snapshot() as tx:
+        before = [tuple(bytes(v) if isinstance(v, bytes | memoryview) else v for v in r) for r in tx.all(rows)]
     started = a.rekey({"shares": 2, "threshold": 2})
     assert (started["required"], started["shares"], started["threshold"]) == (2, 2, 2)
     with pytest.raises(InvalidRequest, match="in progress|nonce"):
@@ -139,6 +138,10 @@ def test_rekey_makes_new_shares_and_retires_the_old(split: Deployment) -> None:
     done = a.rekey({"nonce": started["nonce"], "share": split.shares[0]})
     assert done["complete"] is True and len(done["shares"]) == 2
     new = done["shares"]
+    with store.snapshot() as tx:  # the deposits were not touched: only the master key's wrapping
+        after = [tuple(bytes(v) if isinstance(v, bytes | memoryview) else v for v in r) for r in tx.all(rows)]
+    store.dispose()
+    assert after == before and before
     a.seal()
     _eventually(lambda: a.seal_status()["sealed"] is True)
     with pytest.raises(Denied, match="not one of this server's current shares"):

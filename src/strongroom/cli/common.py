@@ -88,20 +88,27 @@ PASSPHRASE_FILE_MAX = 64 << 10
 UTF8_BOM = b"\xef\xbb\xbf"
 
 
-def read_passphrase_file(path: Path) -> str:
-    """FORMAT.md §4: UTF-8, a leading byte-order mark dropped (some editors write one; no one
-    types it), then every trailing CR and LF; nothing else is changed."""
+def read_text_file(path: Path, limit: int, what: str) -> str:
+    """A small UTF-8 file (a FIFO is fine: `--passphrase-file <(pass show vol)`), its leading
+    byte-order mark dropped (some editors write one; no one types it); one readable error for a
+    file that cannot be read, is over ``limit`` bytes or is not UTF-8."""
     try:
-        with open(path, "rb") as f:  # a FIFO is fine here: `--passphrase-file <(pass show vol)`
-            raw = f.read(PASSPHRASE_FILE_MAX + 1)
+        with open(path, "rb") as f:
+            raw = f.read(limit + 1)
     except OSError as e:
         raise CliError(f"{path}: {e.strerror}") from None
-    if len(raw) > PASSPHRASE_FILE_MAX:
-        raise CliError(f"{path} is over {PASSPHRASE_FILE_MAX >> 10} KiB: not a passphrase file")
+    if len(raw) > limit:
+        raise CliError(f"{path} is over {limit >> 10} KiB: not a {what}")
     try:
-        text = raw.removeprefix(UTF8_BOM).decode("utf-8").rstrip("\r\n")
+        return raw.removeprefix(UTF8_BOM).decode("utf-8")
     except UnicodeDecodeError:
         raise CliError(f"{path} is not UTF-8 text") from None
+
+
+def read_passphrase_file(path: Path) -> str:
+    """FORMAT.md §4: UTF-8, a leading byte-order mark dropped, then every trailing CR and LF;
+    nothing else is changed."""
+    text = read_text_file(path, PASSPHRASE_FILE_MAX, "passphrase file").rstrip("\r\n")
     if not text:
         raise CliError(f"{path} is empty")
     return text

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
-from strongroom.cli.common import CliError, read_passphrase, require_data
+from strongroom.cli.common import CliError, read_passphrase, read_text_file, require_data
 
 F = TypeVar("F", bound=Callable[..., Any])
 SHARE_FILE_MAX = 64 << 10
@@ -36,17 +36,7 @@ def read_shares(paths: tuple[Path, ...]) -> list[str]:
     """Each non-empty line of each file that is not a # comment is one share."""
     out = []
     for path in paths:
-        try:
-            with open(path, "rb") as f:
-                raw = f.read(SHARE_FILE_MAX + 1)
-        except OSError as e:
-            raise CliError(f"{path}: {e.strerror}") from None
-        if len(raw) > SHARE_FILE_MAX:
-            raise CliError(f"{path} is over {SHARE_FILE_MAX >> 10} KiB: not a share file")
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise CliError(f"{path} is not UTF-8 text") from None
+        text = read_text_file(path, SHARE_FILE_MAX, "share file")
         out += [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     if not out:
         raise CliError("no shares in the share files given")
