@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from strongroom import __version__
-from strongroom.cli import acl_cmds, bench_cmds, client_cmds, fs_cmds, profile_cmds, rng_cmds, server_cmds, vault_cmds
+from strongroom.cli import acl_cmds, bench_cmds, client_cmds, fs_cmds, org_cmds, profile_cmds, rng_cmds, server_cmds, vault_cmds
 from strongroom.cli import fs_rewrite_cmds as _fs_rewrite  # noqa: F401 - registers its commands in the fs group
 from strongroom.cli import seal_cmds as _seal  # noqa: F401 - registers its commands in the server group
 from strongroom.cli import systemd_cmds as _systemd  # noqa: F401 - registers its commands in the server group
@@ -32,9 +32,9 @@ def cli() -> None:
 
 for group in (
     server_cmds.server,
-    server_cmds.org,
-    server_cmds.client_group,
-    server_cmds.group_group,
+    org_cmds.org,
+    org_cmds.client_group,
+    org_cmds.group_group,
     rng_cmds.rng,
     fs_cmds.fs,
     acl_cmds.acl,
