@@ -141,38 +141,41 @@ def test_recovery_shares_unseal_it_when_the_pin_is_wrong(hsm_sealed: Deployment,
 
 def test_migrate_from_passphrase_to_hsm_to_shares(tmp_path: Path, token: Token) -> None:
     d = Deployment(tmp_path, None)
-    data = str(d.data.path)
-    s = d.start()
-    host_before = d.register()
-    host_before.put("kept", b"through every seal")
-    s.stop()
-    hsm_args = ["--hsm-lib", LIB, "--hsm-token", "sr", "--hsm-pin-file", str(token.pin)]
-    r = cli("server", "migrate-seal", "--data", data, "--to", "hsm", *hsm_args, "--passphrase-file", "/dev/null")
-    assert r.returncode == 1 and b"empty" in r.stderr  # the current seal's material is needed
-    r = cli("server", "migrate-seal", "--data", data, "--to", "hsm", *hsm_args, "--passphrase-file", str(d.pwfile), "--json")
-    assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout) == {"seal": "pkcs11", "shares": []}
-    assert DataDir(d.data.path).load_config().hsm is not None
-    s = d.start(sealed=True)
-    _eventually(lambda: s.wait_healthy()["sealed"] is False)
-    s.stop()
-    r = cli("server", "audit", "verify", "--data", data)  # the HSM opens the offline tools too
-    assert r.returncode == 0, r.stderr
-    r = cli("server", "migrate-seal", "--data", data, "--to", "shares", "--key-shares", "2", "--key-threshold", "2", "--json")
-    assert r.returncode == 0, r.stderr
-    made = json.loads(r.stdout)["shares"]
-    assert len(made) == 2 and DataDir(d.data.path).load_config().hsm is None
-    r = cli("server", "audit", "verify", "--data", data, "--passphrase-file", str(d.pwfile))
-    assert r.returncode == 1 and b"2 of 2 shares" in r.stderr  # the old passphrase opens nothing now
-    shares_file = tmp_path / "s"
-    shares_file.write_text("\n".join(made))
-    r = cli("server", "audit", "verify", "--data", data, "--share-file", str(shares_file))
-    assert r.returncode == 0 and b"intact" in r.stdout, r.stderr
-    s = d.start(sealed=True)
-    admin = d.admin(s)
-    admin.unseal(share=made[0])
-    admin.unseal(share=made[1])
-    with Client([s.url], host_before.client_id, host_before._identity, d.data.ca_file) as host:
-        assert host.get("kept") == b"through every seal"
-    actions = [(e["action"], e["detail"].get("after")) for e in admin.audit_tail(-1, 200) if e["action"] == "seal.migrate"]
-    assert actions == [("seal.migrate", "pkcs11"), ("seal.migrate", "shares")]
+    try:
+        data = str(d.data.path)
+        s = d.start()
+        host_before = d.register()
+        host_before.put("kept", b"through every seal")
+        s.stop()
+        hsm_args = ["--hsm-lib", LIB, "--hsm-token", "sr", "--hsm-pin-file", str(token.pin)]
+        r = cli("server", "migrate-seal", "--data", data, "--to", "hsm", *hsm_args, "--passphrase-file", "/dev/null")
+        assert r.returncode == 1 and b"empty" in r.stderr  # the current seal's material is needed
+        r = cli("server", "migrate-seal", "--data", data, "--to", "hsm", *hsm_args, "--passphrase-file", str(d.pwfile), "--json")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout) == {"seal": "pkcs11", "shares": []}
+        assert DataDir(d.data.path).load_config().hsm is not None
+        s = d.start(sealed=True)
+        _eventually(lambda: s.wait_healthy()["sealed"] is False)
+        s.stop()
+        r = cli("server", "audit", "verify", "--data", data)  # the HSM opens the offline tools too
+        assert r.returncode == 0, r.stderr
+        r = cli("server", "migrate-seal", "--data", data, "--to", "shares", "--key-shares", "2", "--key-threshold", "2", "--json")
+        assert r.returncode == 0, r.stderr
+        made = json.loads(r.stdout)["shares"]
+        assert len(made) == 2 and DataDir(d.data.path).load_config().hsm is None
+        r = cli("server", "audit", "verify", "--data", data, "--passphrase-file", str(d.pwfile))
+        assert r.returncode == 1 and b"2 of 2 shares" in r.stderr  # the old passphrase opens nothing now
+        shares_file = tmp_path / "s"
+        shares_file.write_text("\n".join(made))
+        r = cli("server", "audit", "verify", "--data", data, "--share-file", str(shares_file))
+        assert r.returncode == 0 and b"intact" in r.stdout, r.stderr
+        s = d.start(sealed=True)
+        admin = d.admin(s)
+        admin.unseal(share=made[0])
+        admin.unseal(share=made[1])
+        with Client([s.url], host_before.client_id, host_before._identity, d.data.ca_file) as host:
+            assert host.get("kept") == b"through every seal"
+        actions = [(e["action"], e["detail"].get("after")) for e in admin.audit_tail(-1, 200) if e["action"] == "seal.migrate"]
+        assert actions == [("seal.migrate", "pkcs11"), ("seal.migrate", "shares")]
+    finally:
+        d.close()
