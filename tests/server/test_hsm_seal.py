@@ -179,3 +179,23 @@ def test_migrate_from_passphrase_to_hsm_to_shares(tmp_path: Path, token: Token) 
         assert actions == [("seal.migrate", "pkcs11"), ("seal.migrate", "shares")]
     finally:
         d.close()
+
+
+def test_an_admins_seal_holds_until_unseal_auto(hsm_sealed: Deployment) -> None:
+    """The HSM does not undo an admin's emergency seal, not even after a restart; `server
+    unseal --auto` hands the server back to it."""
+    s = hsm_sealed.start(sealed=True)
+    _eventually(lambda: s.wait_healthy()["sealed"] is False)
+    admin = hsm_sealed.admin(s)
+    admin.seal()
+    time.sleep(2.5)
+    assert s.wait_healthy()["sealed"] is True
+    s.stop()
+    s = hsm_sealed.start(sealed=True)
+    time.sleep(2.0)
+    assert s.wait_healthy()["sealed"] is True and "sealed by an admin" in s.log_text()
+    r = cli("server", "unseal", "--auto", "--data", str(hsm_sealed.data.path), "--server", s.url)
+    assert r.returncode == 0, r.stderr
+    _eventually(lambda: s.wait_healthy()["sealed"] is False)
+    actions = [e["action"] for e in hsm_sealed.admin(s).audit_tail(-1, 200)]
+    assert "unseal.auto" in actions and actions.count("unseal") == 2

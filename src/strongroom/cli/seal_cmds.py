@@ -36,6 +36,7 @@ from strongroom.cli.unlock import (
 @admin_options
 @click.option("--share", "use_share", is_flag=True, help="Give one share (prompted, or the lines of --share-file).")
 @click.option("--reset", is_flag=True, help="Forget the shares given so far.")
+@click.option("--auto", "auto", is_flag=True, help="After an admin's seal: let the HSM or transit seal unseal again.")
 @unlock_options
 @json_option
 def server_unseal(
@@ -44,6 +45,7 @@ def server_unseal(
     servers: tuple[str, ...],
     use_share: bool,
     reset: bool,
+    auto: bool,
     passphrase_file: Path | None,
     share_files: tuple[Path, ...],
     as_json: bool,
@@ -68,8 +70,9 @@ def server_unseal(
             click.echo(f"share accepted: {o['progress']} of {o['threshold']} given; {need} more needed")
 
     with open_client(profile, servers, data_dir, admin=True) as c:
-        if reset:
-            emit(c.unseal(reset=True), as_json, human)
+        if reset or auto:
+            answer = c.unseal(reset=True) if reset else c.unseal(auto=True)
+            emit(answer, as_json, lambda o: click.echo("the seal's key holder may unseal it again") if auto else human(o))
             return
         if not (use_share or share_files):
             emit(c.unseal(read_passphrase(passphrase_file)), as_json, human)

@@ -363,9 +363,16 @@ class Client:
     def seal(self) -> dict[str, Any]:
         return dict(self._json("POST", "/v1/admin/seal"))
 
-    def unseal(self, passphrase: str | None = None, share: str | None = None, reset: bool = False) -> dict[str, Any]:
-        """Unseal with the passphrase, give one share, or forget the shares given so far."""
-        body: dict[str, Any] = {"reset": True} if reset else {"share": share} if share is not None else {"passphrase": passphrase}
+    def unseal(
+        self, passphrase: str | None = None, share: str | None = None, reset: bool = False, auto: bool = False
+    ) -> dict[str, Any]:
+        """Unseal with the passphrase, give one share, forget the shares given so far, or let an
+        HSM or transit seal unseal again after an admin sealed the server."""
+        body: dict[str, Any] = {"passphrase": passphrase}
+        if reset or auto:
+            body = {"reset": True} if reset else {"auto": True}
+        elif share is not None:
+            body = {"share": share}
         return dict(self._json("POST", "/v1/unseal", json_body=body))
 
     def create_admin(self, name: str, public_key: bytes) -> dict[str, Any]:

@@ -308,7 +308,7 @@ class DepositFront:
         req = signed_request(p.scope, p.body)
         body = p.model
         out: dict[str, Any] = await asyncio.to_thread(
-            self.service.sealing.unseal, req, self.agent, body.passphrase, body.share, body.reset
+            self.service.sealing.unseal, req, self.agent, body.passphrase, body.share, body.reset, body.auto
         )
         if out.get("changed") and self.agent is not None:
             try:

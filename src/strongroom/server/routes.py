@@ -203,11 +203,12 @@ class UnsealRequest(Strict):
     passphrase: str | None = Field(default=None, min_length=1, max_length=4096)
     share: str | None = Field(default=None, min_length=1, max_length=1024, description="one SLIP-39 unseal share")
     reset: bool = Field(default=False, description="forget the shares given so far")
+    auto: bool = Field(default=False, description="let an HSM or transit seal unseal again after an admin's seal")
 
     @model_validator(mode="after")
     def _one(self) -> UnsealRequest:
-        if sum(x is not None for x in (self.passphrase, self.share)) + self.reset != 1:
-            raise ValueError("give exactly one of passphrase, share, reset")
+        if sum(x is not None for x in (self.passphrase, self.share)) + self.reset + self.auto != 1:
+            raise ValueError("give exactly one of passphrase, share, reset, auto")
         return self
 
 

@@ -52,6 +52,7 @@ class Sealing:
         self.clock = clock
         self._hsm_next = 0.0
         self._hsm_delay = 1.0
+        self._hold_logged = False
         self.hsm: barrier_mod.HsmLike | None = None  # the data dir's HSM or transit seal (service.py)
         self.auto_unseal = True  # ask the HSM while sealed (one process per server does)
         self.rekeying = Rekeying(self)
@@ -72,6 +73,7 @@ class Sealing:
     def seal(self, ctx: Ctx) -> dict[str, Any]:
         epoch = int(repo.get_meta(ctx.tx, "seal_epoch") or "1") + 1
         repo.set_meta(ctx.tx, "seal_epoch", str(epoch))
+        repo.set_meta(ctx.tx, "seal_hold", "1")  # an HSM or transit seal does not undo an admin's seal
         repo.delete_grants(ctx.tx)
         ctx.audit.append(ctx.client.id, "seal", "", "ok", epoch=epoch)
         return {"sealed": True, "epoch": epoch}
@@ -108,6 +110,7 @@ class Sealing:
 
     def _record_unsealed(self, actor: str, epoch: int, how: str, **detail: Any) -> None:
         def record(tx: Tx, aw: audit_mod.AuditWriter) -> None:
+            repo.set_meta(tx, "seal_hold", "")  # unsealed: an auto seal may unseal after the next restart again
             for ts, h_actor, action, outcome, held in repo.held_events(tx):
                 aw.append(h_actor, action, "", outcome, while_sealed_at=ts, **json.loads(held))
             repo.clear_held_events(tx)
@@ -135,9 +138,20 @@ class Sealing:
         passphrase: str | None = None,
         share: str | None = None,
         reset: bool = False,
+        auto: bool = False,
     ) -> dict[str, Any]:
-        """One of: the passphrase; one share towards the threshold; forget the shares given."""
+        """One of: the passphrase; one share towards the threshold; forget the shares given;
+        let an HSM or transit seal unseal the server again after an admin sealed it."""
         actor, epoch, config = self._admin(req)
+        if auto:
+            if config.kind not in AUTO_KINDS:
+                raise BadRequest(f"this server is unsealed with {config.describe()}: nothing unseals it by itself")
+            with self.store.exclusive() as tx:
+                repo.set_meta(tx, "seal_hold", "")
+            self._hsm_next = 0.0
+            if self.barrier.sealed:
+                self._hold_for_audit(actor, "unseal.auto", "ok")
+            return {**self.status(agent), "changed": False}
         if reset:
             with self.store.exclusive() as tx:
                 if agent is not None:
@@ -209,6 +223,10 @@ class Sealing:
         self._record_unsealed(actor, epoch, how, **detail)
         return {"sealed": False, "changed": True, "seal": config.kind}
 
+    def _held(self) -> bool:
+        with self.store.snapshot() as tx:
+            return bool(repo.get_meta(tx, "seal_hold"))
+
     def when_sealed(self, agent: NodeAgent) -> None:
         """A sealed process's tick: combine shares given to other processes, or ask the HSM
         (after a failure, again after 1, 2, 4 ... 60 s)."""
@@ -224,6 +242,13 @@ class Sealing:
             return
         if config.kind not in AUTO_KINDS or self.hsm is None or not self.auto_unseal or time.monotonic() < self._hsm_next:
             return
+        if self._held():
+            if not self._hold_logged:
+                how = config.kind
+                log.warning("sealed by an admin: the %s seal waits for 'strongroom server unseal --auto' (or shares)", how)
+                self._hold_logged = True
+            return
+        self._hold_logged = False
         try:
             key_ok = self._unseal_with(config.kind, epoch, config, barrier_mod.Unlock(hsm=self.hsm))
         except (HsmError, ApiError) as e:
