@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from strongroom.crypto.identity import unb64u
+from strongroom.server import barrier as barrier_mod
 from strongroom.server import messages as m
 from strongroom.server import routes as r
 from strongroom.server.asgi import Scope, Send
-from strongroom.server.errors import ApiError, BadRequest, Invalid, NotFound, TooLarge, Unavailable
+from strongroom.server.errors import ApiError, BadRequest, Invalid, NotFound, Sealed, TooLarge, Unavailable
 from strongroom.server.identities import secret_hash
 from strongroom.server.nodes import NodeAgent
 from strongroom.server.request import raw_path, read_body, signed_request
@@ -270,14 +271,44 @@ class DepositFront:
         self.service.barrier.seal()  # the others see the new epoch at their next tick
         return out
 
+    async def _tang_keys(self, p: Parts) -> Any:
+        """The Tang keys, read in this worker (the writer makes the first generation once)."""
+        tang, store = self.service.tang, self.service.store
+
+        def read() -> Any:
+            with store.snapshot() as tx:
+                return tang.keys(tx)
+
+        try:
+            keys = await asyncio.to_thread(read)
+            if keys is None:
+                await self.link.call(raw_path(p.scope), None, m.TangRequest("init", None, "", _source(p)))
+                keys = await asyncio.to_thread(read)
+        except barrier_mod.SealedError:
+            raise Sealed("the server is sealed") from None
+        if keys is None:
+            raise Unavailable("the Tang keys are not there yet")
+        return keys
+
     async def _tang_adv(self, p: Parts) -> Any:
-        adv = await self.link.call(raw_path(p.scope), None, m.TangRequest("adv", p.path.get("kid"), "", _source(p)))
+        keys = await self._tang_keys(p)
+        adv = await asyncio.to_thread(self.service.tang.advertisement, keys, p.path.get("kid"))
         return Typed(adv, b"application/jose+json")
 
     async def _tang_rec(self, p: Parts) -> Any:
-        body = json.dumps(p.model.model_dump())
-        out = await self.link.call(raw_path(p.scope), None, m.TangRequest("rec", p.path["kid"], body, _source(p)))
-        return Typed(json.dumps(out, separators=(",", ":")).encode(), b"application/jwk+json")
+        keys, kid = await self._tang_keys(p), p.path["kid"]
+
+        async def audit(outcome: str, **detail: Any) -> None:  # recorded before the answer, as every action
+            body = json.dumps({"outcome": outcome, **detail})
+            await self.link.call(raw_path(p.scope), None, m.TangRequest("audit", kid, body, _source(p)))
+
+        try:
+            gen, y = await asyncio.to_thread(self.service.tang.exchange, keys, kid, p.model.model_dump())
+        except ApiError as e:
+            await audit("denied", reason=e.message)
+            raise
+        await audit("ok", generation=gen)
+        return Typed(json.dumps(y, separators=(",", ":")).encode(), b"application/jwk+json")
 
     async def _seal_status(self, p: Parts) -> Any:
         return await asyncio.to_thread(self.service.sealing.status, self.agent)
