@@ -100,6 +100,8 @@ def server_init(
     n, m = key_shares or 0, key_threshold or 0
     if n:
         check_counts(n, m)
+    if passphrase_file is not None and (n or any(holder_kw.get(k) for k in ("hsm_lib", "transit_address"))):
+        raise CliError("--passphrase-file goes with a passphrase seal, not with --key-shares, an HSM or a transit seal")
     holder = holder_from(holder_kw)
     if holder is not None:
         unlock = barrier.Unlock(hsm=link_of(holder))
