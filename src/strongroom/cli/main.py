@@ -5,7 +5,18 @@ from __future__ import annotations
 import click
 
 from strongroom import __version__
-from strongroom.cli import acl_cmds, bench_cmds, client_cmds, fs_cmds, org_cmds, profile_cmds, rng_cmds, server_cmds, vault_cmds
+from strongroom.cli import (
+    acl_cmds,
+    bench_cmds,
+    client_cmds,
+    fs_cmds,
+    kms_cmds,
+    org_cmds,
+    profile_cmds,
+    rng_cmds,
+    server_cmds,
+    vault_cmds,
+)
 from strongroom.cli import fs_rewrite_cmds as _fs_rewrite  # noqa: F401 - registers its commands in the fs group
 from strongroom.cli import seal_cmds as _seal  # noqa: F401 - registers its commands in the server group
 from strongroom.cli import systemd_cmds as _systemd  # noqa: F401 - registers its commands in the server group
@@ -46,6 +57,7 @@ for group in (
     cli.add_command(group)
 for cmd in client_cmds.COMMANDS:
     cli.add_command(cmd)
+cli.add_command(kms_cmds.kms_plugin)
 
 
 def main() -> None:

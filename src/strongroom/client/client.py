@@ -310,6 +310,22 @@ class Client:
         reply = self._send(method, "/v1/" + path, params=params, json_body=json_body, sign=False, headers=headers)
         return reply.json() if reply.content else None
 
+    def transit_key(self, name: str, create: bool = False) -> dict[str, Any]:
+        """A transit key of this client's (``latest_version``, ``type``...), made first if asked."""
+        if create:
+            self._vault("POST", f"transit/keys/{name}", {})
+        return dict(self._vault("GET", f"transit/keys/{name}")["data"])
+
+    def transit_encrypt(self, name: str, plaintext: bytes) -> str:
+        body = {"plaintext": base64.b64encode(plaintext).decode()}
+        return str(self._vault("POST", f"transit/encrypt/{name}", body)["data"]["ciphertext"])
+
+    def transit_decrypt(self, name: str, ciphertext: str) -> bytes:
+        return base64.b64decode(self._vault("POST", f"transit/decrypt/{name}", {"ciphertext": ciphertext})["data"]["plaintext"])
+
+    def transit_rotate(self, name: str) -> None:
+        self._vault("POST", f"transit/keys/{name}/rotate", {})
+
     def write_acl_policy(self, name: str, text: str) -> None:
         """Create or replace a Vault ACL policy (the admin credential only)."""
         self._vault("PUT", f"sys/policies/acl/{name}", {"policy": text})
