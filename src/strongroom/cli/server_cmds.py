@@ -9,13 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
 
 from strongroom.cli.common import (
     CliError,
     Group,
     admin_options,
-    console,
     data_option,
     emit,
     json_option,
@@ -35,13 +33,6 @@ from strongroom.cli.unlock import (
     unlock_errors,
     unlock_options,
 )
-
-
-def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
-    t = Table(*columns)
-    for r in rows:
-        t.add_row(*("" if r.get(c) is None else str(r.get(c)) for c in columns))
-    console().print(t)
 
 
 @click.group(cls=Group)

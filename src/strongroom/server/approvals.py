@@ -204,28 +204,35 @@ class Approvals:
         return out
 
 
+def check_principals(tx: Tx, owner: ClientRow, named: tuple[str, ...], what: str) -> list[tuple[str, str]]:
+    """``client:ID`` and ``group:NAME`` entries (a policy's readers or approvers) as sorted
+    (kind, principal) pairs, each checked to be in the owner's organization; ValueError names
+    the first that is not."""
+    from strongroom.server.identities import CLIENT_ID_RE, SHORT_NAME_RE
+
+    out: list[tuple[str, str]] = []
+    for entry in named:
+        kind, _, ident = entry.partition(":")
+        if kind == "client" and CLIENT_ID_RE.match(ident):
+            if not repo.client_in_org(tx, ident, owner.org_id):
+                raise ValueError(f"{what} {entry}: no such client in your organization")
+        elif kind == "group" and SHORT_NAME_RE.match(ident):
+            if repo.group_id(tx, owner.org_id, ident) is None:
+                raise ValueError(f"{what} {entry}: no such group in your organization")
+        else:
+            raise ValueError(f"{what} {entry!r}: use client:ID or group:NAME")
+        out.append((kind, ident))
+    return sorted(set(out))
+
+
 def check_approvers(tx: Tx, owner: ClientRow, named: tuple[str, ...], required: int, window: int) -> list[tuple[str, str]]:
     """The policy's approvers as (kind, principal), checked as readers are: ValueError names
     what is wrong."""
-    from strongroom.server.identities import CLIENT_ID_RE, SHORT_NAME_RE
-
     if len(named) > MAX_APPROVERS:
         raise ValueError(f"at most {MAX_APPROVERS} approvers")
     if not 0 <= window <= MAX_WINDOW:
         raise ValueError(f"approval_window must be 0 to {MAX_WINDOW} seconds")
-    out: list[tuple[str, str]] = []
-    for a in named:
-        kind, _, ident = a.partition(":")
-        if kind == "client" and CLIENT_ID_RE.match(ident):
-            if not repo.client_in_org(tx, ident, owner.org_id):
-                raise ValueError(f"approver {a}: no such client in your organization")
-        elif kind == "group" and SHORT_NAME_RE.match(ident):
-            if repo.group_id(tx, owner.org_id, ident) is None:
-                raise ValueError(f"approver {a}: no such group in your organization")
-        else:
-            raise ValueError(f"approver {a!r}: use client:ID or group:NAME")
-        out.append((kind, ident))
-    out = sorted(set(out))
+    out = check_principals(tx, owner, named, "approver")
     if required and not out:
         raise ValueError("approvals_required needs approvers")
     if not required and (out or window):

@@ -16,7 +16,7 @@ from strongroom.server import repository as repo
 from strongroom.server.ctx import Ctx
 from strongroom.server.datadir import ServerConfig
 from strongroom.server.errors import BadRequest, Denied, Gone, IntegrityFailure, NotFound, Refused, TooLarge
-from strongroom.server.identities import CLIENT_ID_RE, SHORT_NAME_RE, check_name
+from strongroom.server.identities import CLIENT_ID_RE, check_name
 from strongroom.server.messages import Policy
 from strongroom.server.repository import ClientRow, DepositRow
 from strongroom.server.storage import Tx
@@ -52,19 +52,11 @@ class Deposits:
             named = approvals.check_approvers(tx, owner, policy.approvers, policy.approvals_required, policy.approval_window)
         except ValueError as e:
             raise BadRequest(str(e)) from None
-        out: list[tuple[str, str]] = []
-        for r in policy.readers:
-            kind, _, ident = r.partition(":")
-            if kind == "client" and CLIENT_ID_RE.match(ident):
-                if not repo.client_in_org(tx, ident, owner.org_id):
-                    raise BadRequest(f"reader {r}: no such client in your organization")
-            elif kind == "group" and SHORT_NAME_RE.match(ident):
-                if repo.group_id(tx, owner.org_id, ident) is None:
-                    raise BadRequest(f"reader {r}: no such group in your organization")
-            else:
-                raise BadRequest(f"reader {r!r}: use client:ID or group:NAME")
-            out.append((kind, ident))
-        return sorted(set(out)), named
+        try:
+            readers = approvals.check_principals(tx, owner, policy.readers, "reader")
+        except ValueError as e:
+            raise BadRequest(str(e)) from None
+        return readers, named
 
     def _set_policy(
         self, tx: Tx, deposit_id: int, rows: tuple[list[tuple[str, str]], list[tuple[str, str]]], policy: Policy
