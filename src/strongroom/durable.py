@@ -1,10 +1,32 @@
-"""Making files durable: one way to do it, for every layer (the filesystem's lower files, the
-client's profile, ...).  It needs nothing but the OS, so any package may use it."""
+"""Making files durable, and reading a small settings file, one way each for every layer (the
+filesystem's lower files, the client's profile, the server's PIN, token and certificate files).
+It needs nothing but the OS, so any package may use it."""
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
+
+
+def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
+    """A regular file's content, at most ``limit`` bytes (ValueError past it).  Opened
+    non-blocking and checked before any read, so a FIFO or a device put where the file should be
+    is refused (ValueError) instead of blocking the caller forever; a symlink to a regular file
+    is followed, as for any setting that names a file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        os.set_blocking(fd, True)
+        data = b""
+        while len(data) <= limit and (more := os.read(fd, limit + 1 - len(data))):
+            data += more
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise ValueError(f"over {limit} bytes")
+    return data
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:

@@ -199,3 +199,14 @@ def test_an_admins_seal_holds_until_unseal_auto(hsm_sealed: Deployment) -> None:
     _eventually(lambda: s.wait_healthy()["sealed"] is False)
     actions = [e["action"] for e in hsm_sealed.admin(s).audit_tail(-1, 200)]
     assert "unseal.auto" in actions and actions.count("unseal") == 2
+
+
+def test_a_fifo_or_a_device_as_the_pin_file_is_refused_not_waited_on(token: Token, tmp_path: Path) -> None:
+    """Opened naively, a FIFO with no writer blocks the writer process's unseal forever."""
+    import os
+
+    fifo = tmp_path / "pin-fifo"
+    os.mkfifo(fifo)
+    for path in (str(fifo), "/dev/zero"):
+        with pytest.raises(HsmError, match="not a regular file"):
+            Pkcs11Link(ServerHsm(LIB, "sr", path)).wrap("k", b"u" * 32)

@@ -87,3 +87,19 @@ def test_expiry_in_metrics_and_a_warning_30_days_ahead(tmp_path: Path) -> None:
         assert b"server.pem" in r.stdout and b"(9 days)" in r.stdout, r.stdout
     finally:
         d.close()
+
+
+def test_a_fifo_in_place_of_the_certificate_keeps_the_old_pair(tmp_path: Path) -> None:
+    d = Deployment(tmp_path, None)
+    try:
+        s = d.start()
+        before = _served_cert(s)
+        pem = d.data.tls / "server.pem"
+        pem.rename(d.data.tls / "server.pem.bak")
+        os.mkfifo(pem)  # no writer: a blocking open would hang the worker's event loop
+        os.kill(s.proc.pid, signal.SIGHUP)
+        eventually(lambda: "TLS certificate not reloaded (SIGHUP): not a regular file" in s.log_text())
+        assert _served_cert(s) == before
+        s.wait_healthy()
+    finally:
+        d.close()

@@ -8,6 +8,8 @@ import os
 import threading
 from typing import Any
 
+from strongroom.durable import read_regular
+
 PIN_MAX = 256
 
 
@@ -17,13 +19,14 @@ class TokenError(Exception):
 
 def _read_pin(path: str) -> str:
     try:
-        with open(path, "rb") as f:
-            raw = f.read(PIN_MAX + 1)
+        raw = read_regular(path, PIN_MAX)
     except OSError as e:
         raise TokenError(f"HSM PIN file {path}: {e.strerror}") from None
+    except ValueError as e:
+        raise TokenError(f"HSM PIN file {path}: {e}") from None
     pin = raw.decode("utf-8", "replace").rstrip("\r\n")
-    if not pin or len(raw) > PIN_MAX:
-        raise TokenError(f"HSM PIN file {path} is empty or too long")
+    if not pin:
+        raise TokenError(f"HSM PIN file {path} is empty")
     return pin
 
 

@@ -21,16 +21,19 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from strongroom.durable import read_regular
+
 log = logging.getLogger("strongroom.server.tls")
 
 WARN_DAYS = 30
+PEM_MAX = 64 << 10  # a certificate chain or a key; a FIFO or a huge file here is refused, never waited on
 WARN_EVERY = 86400.0
 
 
 def expiry(path: Path) -> float | None:
     """A PEM certificate's notAfter as Unix time, or None if the file is not one."""
     try:
-        cert = x509.load_pem_x509_certificate(path.read_bytes())
+        cert = x509.load_pem_x509_certificate(read_regular(path, PEM_MAX))
     except (OSError, ValueError):
         return None
     return cert.not_valid_after_utc.timestamp()
@@ -84,8 +87,8 @@ class Reloader:
     def _load(self) -> None:
         """Both files read once, the pair checked, then loaded whole: a failed load part way
         would leave the live context with a certificate and a key that do not match."""
-        cert_pem = (self.tls_dir / "server.pem").read_bytes()
-        key_pem = (self.tls_dir / "server-key.pem").read_bytes()
+        cert_pem = read_regular(self.tls_dir / "server.pem", PEM_MAX)
+        key_pem = read_regular(self.tls_dir / "server-key.pem", PEM_MAX)
         cert = x509.load_pem_x509_certificate(cert_pem)
         key = serialization.load_pem_private_key(key_pem, password=None)
         raw = serialization.PublicFormat.SubjectPublicKeyInfo

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from strongroom.durable import read_regular
 from strongroom.server.hsm import HsmError
 
 if TYPE_CHECKING:
@@ -58,13 +59,14 @@ def _token(path: str) -> str:
     try:
         if os.stat(path).st_mode & 0o077:
             raise HsmError(f"transit seal token file {path} is readable by others (chmod 600 it)")
-        with open(path, "rb") as f:
-            raw = f.read(TOKEN_MAX + 1)
+        raw = read_regular(path, TOKEN_MAX)
     except OSError as e:
         raise HsmError(f"transit seal token file {path}: {e.strerror}") from None
+    except ValueError as e:
+        raise HsmError(f"transit seal token file {path}: {e}") from None
     token = raw.decode("utf-8", "replace").strip()
-    if not token or len(raw) > TOKEN_MAX:
-        raise HsmError(f"transit seal token file {path} is empty or too long")
+    if not token:
+        raise HsmError(f"transit seal token file {path} is empty")
     return token
 
 
