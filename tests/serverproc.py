@@ -57,11 +57,15 @@ def eventually(check: Callable[[], bool], timeout: float = 15) -> None:
 class ServerProcess:
     """One `strongroom server start` process tree on a data dir."""
 
-    def __init__(self, data: DataDir, workers: int = 1, sealed: bool = False, pwfile: Path | None = None) -> None:
+    def __init__(
+        self, data: DataDir, workers: int = 1, sealed: bool = False, pwfile: Path | None = None, kmip: bool = False
+    ) -> None:
         self.data = data
         self.log = open(data.path.parent / f"server-{next(_names)}.log", "w+b")  # noqa: SIM115
+        self.kmip = ("127.0.0.1", free_port()) if kmip else None  # KMIP's address
+        listen = f"127.0.0.1:{self.kmip[1]}" if self.kmip else None
         try:
-            self.proc, self.url = spawn(data, workers, None if sealed else pwfile, stderr=self.log)
+            self.proc, self.url = spawn(data, workers, None if sealed else pwfile, stderr=self.log, kmip_listen=listen)
         except RuntimeError as e:
             self.log.seek(0)
             raise RuntimeError(f"{e}: {self.log.read().decode()[-2000:]}") from None
@@ -105,6 +109,14 @@ class ServerProcess:
         self.log.close()
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 class Deployment:
     """A data dir with its database, the admin client, and any number of running server processes."""
 
@@ -124,8 +136,8 @@ class Deployment:
         self.servers: list[ServerProcess] = []
         self._clients: list[Client] = []
 
-    def start(self, workers: int = 1, sealed: bool = False) -> ServerProcess:
-        s = ServerProcess(self.data, workers, sealed, self.pwfile)
+    def start(self, workers: int = 1, sealed: bool = False, kmip: bool = False) -> ServerProcess:
+        s = ServerProcess(self.data, workers, sealed, self.pwfile, kmip)
         self.servers.append(s)
         return s
 

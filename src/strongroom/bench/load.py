@@ -21,7 +21,6 @@ from strongroom.client import Client
 LUA = Path(__file__).with_name("wrk_presigned.lua")
 
 
-
 def round_order(items: list[Any], r: int) -> list[Any]:
     """The order of round ``r``: the first two swapped every other round and the whole reversed
     every other pair of rounds, so over four rounds neither of the first two (a build and the
@@ -33,6 +32,7 @@ def round_order(items: list[Any], r: int) -> list[Any]:
     if r // 2 % 2 == 1:
         seq.reverse()
     return seq
+
 
 @dataclass
 class LoadResult:

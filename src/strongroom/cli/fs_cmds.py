@@ -363,6 +363,7 @@ def fs_mount(
     keys = _volume_keys(volume, passphrase_file, profile, servers)  # fails here, in the caller's terminal, if refused
     trustee = cfg.sources("trustee")
     report_to = (lambda: _trustee_client(profile, servers, trustee[0])) if trustee else None
+
     def serve(ready: Callable[[], None] | None) -> None:
         mount.run(
             volume,

@@ -58,6 +58,7 @@ for group in (
 for cmd in client_cmds.COMMANDS:
     cli.add_command(cmd)
 cli.add_command(kms_cmds.kms_plugin)
+cli.add_command(kms_cmds.kmip)
 
 
 def main() -> None:

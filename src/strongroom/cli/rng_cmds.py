@@ -347,6 +347,7 @@ def rng_feed(
         if feed.bytes_added == 0 and not st.accounting:
             raise CliError("no source delivered healthy bytes", code=3)
         return
+
     def serve(ready: Callable[[], None]) -> None:
         feed.status_file = status_file
         for missing in harden_process():  # it holds the sources' output on its way to the pool

@@ -129,6 +129,7 @@ def server_init(
 @data_option
 @click.option("--listen", default="127.0.0.1:8443", show_default=True, help="HOST:PORT to serve HTTPS on.")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64), help="Worker processes.")
+@click.option("--kmip-listen", default=None, metavar="HOST:PORT", help="Also serve KMIP (TLS, client certificates) here.")
 @click.option("--sealed", is_flag=True, help="Start sealed, without asking for the passphrase.")
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 @passphrase_option
@@ -137,6 +138,7 @@ def server_start(
     data_dir: Path | None,
     listen: str,
     workers: int,
+    kmip_listen: str | None,
     sealed: bool,
     log_level: str,
     passphrase_file: Path | None,
@@ -150,6 +152,7 @@ def server_start(
     \b
     Example:
       strongroom server start --data /var/lib/strongroom --passphrase-file /root/pw --workers 2
+      strongroom server start --data /var/lib/strongroom --kmip-listen 0.0.0.0:5696
     """
     import logging
 
@@ -176,7 +179,7 @@ def server_start(
         except unlock_errors() as e:
             raise CliError(str(e)) from None
     try:
-        code = serve(data, listen, workers, bar, log_level)
+        code = serve(data, listen, workers, bar, log_level, kmip_listen)
     except StartError as e:
         raise CliError(str(e)) from None
     sys.exit(code)

@@ -345,6 +345,10 @@ class Client:
     def whoami(self) -> dict[str, Any]:
         return dict(self._json("GET", "/v1/whoami"))
 
+    def kmip_certificate(self, csr_pem: str, days: int = 365) -> dict[str, Any]:
+        """A KMIP client certificate for the key that signed ``csr_pem`` (made on this host)."""
+        return dict(self._json("POST", "/v1/kmip/certificate", json_body={"csr": csr_pem, "days": days}))
+
     # -- admin ------------------------------------------------------------------------------------
     def create_org(self, name: str) -> dict[str, Any]:
         return dict(self._json("POST", "/v1/admin/orgs", json_body={"name": name}))

@@ -157,12 +157,22 @@ class TokenIdentity:
                     common = {Attribute.KEY_TYPE: KeyType.EC_EDWARDS, Attribute.EC_PARAMS: ed25519, Attribute.TOKEN: True}
                     point = b"\x04\x20" + identity.public_bytes()  # DER OCTET STRING
                     session.create_object(
-                        {**common, **private, Attribute.CLASS: ObjectClass.PRIVATE_KEY, Attribute.VALUE: identity.private_bytes(),
-                         Attribute.SIGN: True}
+                        {
+                            **common,
+                            **private,
+                            Attribute.CLASS: ObjectClass.PRIVATE_KEY,
+                            Attribute.VALUE: identity.private_bytes(),
+                            Attribute.SIGN: True,
+                        }
                     )
                     session.create_object(
-                        {**common, Attribute.CLASS: ObjectClass.PUBLIC_KEY, Attribute.LABEL: ref.label, Attribute.EC_POINT: point,
-                         Attribute.VERIFY: True}
+                        {
+                            **common,
+                            Attribute.CLASS: ObjectClass.PUBLIC_KEY,
+                            Attribute.LABEL: ref.label,
+                            Attribute.EC_POINT: point,
+                            Attribute.VERIFY: True,
+                        }
                     )
             except px.PKCS11Error as e:
                 raise KeyStoreError(f"PKCS#11 token {ref.token!r} could not make the key ({type(e).__name__})") from None

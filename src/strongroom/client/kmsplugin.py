@@ -137,6 +137,7 @@ class Plugin:
 def serve(plugin: Plugin, socket_path: Path, ready: Any = None) -> grpc.Server:
     """Listen on ``socket_path`` (mode 0600; a stale socket file is replaced); returns the
     started server (``wait_for_termination`` to block)."""
+
     def handler(fn: Any, name: str) -> Any:
         request, response = M[f"{name}Request"], M[f"{name}Response"]
         return grpc.unary_unary_rpc_method_handler(fn, request.FromString, response.SerializeToString)

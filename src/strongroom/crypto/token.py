@@ -47,7 +47,6 @@ def _library(path: str) -> Any:
         return lib
 
 
-
 def open_session(lib_path: str, label: str, pin_file: str) -> Any:
     """A read-write session logged in as the user."""
     import pkcs11.exceptions as px

@@ -17,6 +17,8 @@ from strongroom.server import messages as m
 from strongroom.server.audit import AuditWriter
 from strongroom.server.ctx import Ctx
 from strongroom.server.errors import Unauthorized
+from strongroom.server.kmip import certs as kmip_certs
+from strongroom.server.kmip.ops import Engine as KmipEngine
 from strongroom.server.service import Service
 from strongroom.server.storage import Tx
 from strongroom.server.vault.http import VaultEngine
@@ -49,6 +51,7 @@ SIGNED: dict[type[Any], tuple[Backend, bool]] = {
     m.CreateGroup: (lambda s, ctx, msg: s.orgs.create_group(ctx, msg.org, msg.name), True),
     m.ChangeGroup: (lambda s, ctx, msg: s.orgs.change_group(ctx, msg.org, msg.name, msg.add, msg.remove), True),
     m.DeleteGroup: (lambda s, ctx, msg: s.orgs.delete_group(ctx, msg.org, msg.name), True),
+    m.IssueKmipCert: (lambda s, ctx, msg: kmip_certs.issue(s.datadir.tls, ctx, msg.csr, msg.days), False),
     m.AuditTail: (lambda s, ctx, msg: audit.tail(ctx.tx, ctx.audit, msg.after, msg.limit), True),
 }
 
@@ -59,7 +62,7 @@ AFTER: dict[type[Any], Callable[[Service], None]] = {
 }
 
 
-def action(service: Service, vault: VaultEngine | None, call: m.Call) -> Action:
+def action(service: Service, vault: VaultEngine | None, call: m.Call, kmip: KmipEngine | None = None) -> Action:
     """The group-commit action for one request; ValueError for a message no route sends."""
     msg = call.body
     if isinstance(msg, m.Register):  # not signed: the organization's auth secret is the credential
@@ -68,6 +71,8 @@ def action(service: Service, vault: VaultEngine | None, call: m.Call) -> Action:
         return service.tang.action(msg.kind, msg.kid, msg.body, msg.source)
     if isinstance(msg, m.VaultRequest) and vault is not None:  # a token's request, or a login's checked signature
         return vault.action(call.raw_path, msg, call.checked)
+    if isinstance(msg, m.KmipRequest) and kmip is not None:  # authenticated by its TLS client certificate
+        return kmip.action(msg)
     spec = SIGNED.get(type(msg))
     if spec is None:
         raise ValueError(f"no route sends {type(msg).__name__}")

@@ -132,9 +132,7 @@ def _no_route(path: str) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
     return 404, json.dumps(body, separators=(",", ":")).encode(), list(_JSON)
 
 
-def error_response(
-    status: int, code: str, message: str, request_id: str = ""
-) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+def error_response(status: int, code: str, message: str, request_id: str = "") -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
     """This API's error shape (an approval_required refusal also names its pending request)."""
     doc = {"error": code, "message": message, **({"request_id": request_id} if request_id else {})}
     return status, json.dumps(doc, separators=(",", ":")).encode(), list(_JSON)
@@ -211,6 +209,7 @@ class DepositFront:
             r.GROUP_DELETE.key: lambda p: m.DeleteGroup(p.path["org"], p.path["name"]),
             r.AUDIT.key: lambda p: m.AuditTail(p.query["after"], p.query["limit"]),
             r.APPROVALS_LIST.key: lambda p: m.ListApprovals(),
+            r.KMIP_CERT.key: lambda p: m.IssueKmipCert(p.model.csr, p.model.days),
             r.TANG_ROTATE.key: lambda p: m.RotateTang(),
             r.ADMIN_CREATE.key: lambda p: m.CreateAdmin(p.model.name, _public_key(p.model.public_key)),
             r.APPROVAL_VOTE.key: lambda p: m.VoteApproval(p.path["request_id"], p.path["action"] == "approve"),

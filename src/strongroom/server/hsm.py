@@ -40,12 +40,17 @@ class ServerHsm:
 
     @classmethod
     def from_json(cls, doc: Any) -> ServerHsm:
-        if not isinstance(doc, dict) or not {"lib", "token", "pin_file"} <= set(doc) or not set(doc) <= {
-            "lib",
-            "token",
-            "pin_file",
-            "key_label",
-        }:
+        if (
+            not isinstance(doc, dict)
+            or not {"lib", "token", "pin_file"} <= set(doc)
+            or not set(doc)
+            <= {
+                "lib",
+                "token",
+                "pin_file",
+                "key_label",
+            }
+        ):
             raise ValueError("hsm must be an object with lib, token, pin_file and optionally key_label")
         return cls(**{k: str(v) for k, v in doc.items()})
 

@@ -349,6 +349,26 @@ class VaultOutcome:
     flatten: bool = False  # some sys routes also put data's members at the top level (Vault's legacy form)
 
 
+# -- KMIP --------------------------------------------------------------------------------------
+@message
+@dataclass(slots=True)
+class IssueKmipCert:
+    csr: str
+    days: int
+
+
+@message
+@dataclass(slots=True)
+class KmipRequest:
+    """A KMIP request message's batch, from a client its TLS certificate named."""
+
+    client_id: str
+    major: int  # the request's protocol version
+    minor: int
+    keep_going: bool  # Batch Error Continuation Option Continue (else Stop)
+    items: list[tuple[int, bytes]]  # (operation, request payload TTLV)
+
+
 # -- frames ------------------------------------------------------------------------------------
 _LEN = struct.Struct(">I")
 _CALL, _REPLY, _OTHER = 0, 1, 2  # a frame's first field

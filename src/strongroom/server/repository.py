@@ -315,11 +315,12 @@ def count_retrieval(tx: Tx, deposit_id: int) -> bool:
 
 
 def delete_deposit(tx: Tx, deposit_id: int) -> None:
-    """The deposit, its readers, every version and its KV v2 state."""
+    """The deposit, its readers, every version, its KV v2 state and KMIP identity."""
     tx.run("DELETE FROM deposit_versions WHERE deposit_id = ?", deposit_id)
     tx.run("DELETE FROM deposit_readers WHERE deposit_id = ?", deposit_id)
     tx.run("DELETE FROM kv_versions WHERE deposit_id = ?", deposit_id)
     tx.run("DELETE FROM kv_settings WHERE deposit_id = ?", deposit_id)
+    tx.run("DELETE FROM kmip_objects WHERE deposit_id = ?", deposit_id)
     tx.run("DELETE FROM deposits WHERE id = ?", deposit_id)
 
 

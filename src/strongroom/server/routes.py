@@ -244,6 +244,11 @@ class AdminRequest(Strict):
     public_key: str = Field(max_length=64, description="Ed25519 public key, base64url without padding")
 
 
+class KmipCertRequest(Strict):
+    csr: str = Field(max_length=16384, description="PEM certificate request, signed by the host's new key")
+    days: int = Field(default=365, ge=1, le=825)
+
+
 class NameRequest(Strict):
     name: str = Field(max_length=64)
 
@@ -284,13 +289,12 @@ ORG_CREATE = Route("POST", "/v1/admin/orgs", 201, body=NameRequest)
 ORGS_LIST = Route("GET", "/v1/admin/orgs")
 ORG_ROTATE_SECRET = Route("POST", "/v1/admin/orgs/{org}/rotate-secret")
 CLIENTS_LIST = Route("GET", "/v1/admin/clients")
-CLIENT_STATUS = Route(
-    "POST", "/v1/admin/clients/{client_id}/{action}", choices={"action": ("enable", "disable", "revoke")}
-)
+CLIENT_STATUS = Route("POST", "/v1/admin/clients/{client_id}/{action}", choices={"action": ("enable", "disable", "revoke")})
 GROUPS_LIST = Route("GET", "/v1/admin/orgs/{org}/groups")
 GROUP_CREATE = Route("POST", "/v1/admin/orgs/{org}/groups", 201, body=NameRequest)
 GROUP_CHANGE = Route("PATCH", "/v1/admin/orgs/{org}/groups/{name}", body=GroupChange)
 GROUP_DELETE = Route("DELETE", "/v1/admin/orgs/{org}/groups/{name}")
+KMIP_CERT = Route("POST", "/v1/kmip/certificate", 201, body=KmipCertRequest)
 APPROVALS_LIST = Route("GET", "/v1/approvals")
 APPROVAL_VOTE = Route("POST", "/v1/approvals/{request_id}/{action}", choices={"action": ("approve", "deny")})
 AUDIT = Route(

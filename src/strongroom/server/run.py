@@ -109,6 +109,7 @@ def _make_server_class() -> type:
     class Server(uvicorn.Server):  # type: ignore[misc]
         gate_args: tuple[socket.socket, Any, float]
         gate: Gate | None = None
+        kmip: Any = None  # kmip.listener.Listener, started and stopped with the gate
         on_serving: Callable[[], None] | None = None
 
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -124,6 +125,8 @@ def _make_server_class() -> type:
 
             self.gate = Gate(listener, protocol, context, timeout, self.listener_broken)
             self.gate.start()
+            if self.kmip is not None:
+                self.kmip.start()
             if self.on_serving is not None:
                 self.on_serving()
 
@@ -133,6 +136,8 @@ def _make_server_class() -> type:
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             if self.gate is not None:
                 self.gate.stop()
+            if self.kmip is not None:
+                self.kmip.stop()
             await super().shutdown(sockets=[])
 
         async def _wait_tasks_to_complete(self) -> None:
@@ -151,7 +156,13 @@ def _make_server_class() -> type:
 
 
 def _worker(
-    sock: socket.socket, data: DataDir, bar: barrier_mod.Barrier, log_level: str, writer_path: str, serving: int
+    sock: socket.socket,
+    data: DataDir,
+    bar: barrier_mod.Barrier,
+    log_level: str,
+    writer_path: str,
+    serving: int,
+    kmip_sock: socket.socket | None = None,
 ) -> None:
     import uvicorn
 
@@ -192,6 +203,16 @@ def _worker(
     server = _make_server_class()(uconfig)
     # connections are accepted and their TLS begun by the gate (tlsgate.py: a cap per source, a deadline)
     server.gate_args = (sock, context, config.handshake_timeout)
+    if kmip_sock is not None:
+        from strongroom.server.kmip import listener as kmip_listener
+
+        kmip_context = kmip_listener.context(data.tls)
+        kmip_reloader = Reloader(kmip_context, data.tls)
+        signal.signal(signal.SIGHUP, lambda _s, _f: (reloader.check("SIGHUP"), kmip_reloader.check("SIGHUP")))
+        kmip_link = WriterLink(writer_path, REQUEST_TIMEOUT, frame_limit(config.deposit_limit))
+        server.kmip = kmip_listener.Listener(
+            kmip_sock, kmip_context, kmip_link, config.handshake_timeout, server.listener_broken, reloader=kmip_reloader
+        )
 
     def say_serving() -> None:
         try:
@@ -236,7 +257,14 @@ def raise_fd_limit() -> int:
     return soft
 
 
-def serve(data: DataDir, listen: str, workers: int, bar: barrier_mod.Barrier | None, log_level: str = "warning") -> int:
+def serve(
+    data: DataDir,
+    listen: str,
+    workers: int,
+    bar: barrier_mod.Barrier | None,
+    log_level: str = "warning",
+    kmip_listen: str | None = None,
+) -> int:
     """Bind, start the writer process and the workers, restart any that dies, stop them all on SIGTERM.
 
     On stop the workers go first (they finish the requests in flight, which need the writer),
@@ -261,6 +289,7 @@ def serve(data: DataDir, listen: str, workers: int, bar: barrier_mod.Barrier | N
     except StorageUnavailable as e:  # serve anyway: requests answer 503 until the database is back
         print(f"strongroom: warning: could not check the database schema at start ({e})", file=sys.stderr)
     sock = bind(listen)
+    kmip_sock = bind(kmip_listen) if kmip_listen else None
     listener, writer_path = _writer_socket()
     serving_r, serving_w = os.pipe()
     children: dict[int, tuple[str, float]] = {}
@@ -281,10 +310,12 @@ def serve(data: DataDir, listen: str, workers: int, bar: barrier_mod.Barrier | N
                 _name_process(f"sr-{role}")
                 if role == "writer":
                     sock.close()
+                    if kmip_sock is not None:
+                        kmip_sock.close()
                     writer.main(listener, data, bar or barrier_mod.Barrier())
                 else:
                     listener.close()
-                    _worker(sock, data, bar or barrier_mod.Barrier(), log_level, writer_path, serving_w)
+                    _worker(sock, data, bar or barrier_mod.Barrier(), log_level, writer_path, serving_w, kmip_sock)
             except BaseException as e:  # noqa: BLE001 - report and leave; the parent restarts us
                 print(f"strongroom {role} {os.getpid()}: {type(e).__name__}: {e}", file=sys.stderr)
                 code = 1
@@ -315,7 +346,11 @@ def serve(data: DataDir, listen: str, workers: int, bar: barrier_mod.Barrier | N
         spawn("worker")
     host, port = parse_listen(listen)
     url = f"https://{host}:{sock.getsockname()[1]}"
-    print(f"strongroom server listening on {url} with {workers} worker(s)", flush=True)
+    kmip = ""
+    if kmip_sock is not None:
+        kmip_host = parse_listen(kmip_listen or "")[0]
+        kmip = f"; KMIP on {kmip_host}:{kmip_sock.getsockname()[1]}"
+    print(f"strongroom server listening on {url} with {workers} worker(s){kmip}", flush=True)
 
     def tell_systemd() -> None:
         if os.read(serving_r, 1):
@@ -342,6 +377,8 @@ def serve(data: DataDir, listen: str, workers: int, bar: barrier_mod.Barrier | N
             time.sleep(1)  # a process that dies at once should not spin the CPU
         spawn(role)
     sock.close()
+    if kmip_sock is not None:
+        kmip_sock.close()
     listener.close()
     os.close(serving_w)
     os.unlink(writer_path)
@@ -355,6 +392,7 @@ def spawn(
     passphrase_file: os.PathLike[str] | str | None = None,
     stderr: Any = None,
     env: dict[str, str] | None = None,
+    kmip_listen: str | None = None,
 ) -> tuple[subprocess.Popen[bytes], str]:
     """Start `strongroom server start` on a free loopback port in its own session; returns (process, URL).
 
@@ -374,6 +412,7 @@ def spawn(
         str(workers),
     ]
     args += ["--passphrase-file", str(passphrase_file)] if passphrase_file is not None else ["--sealed"]
+    args += ["--kmip-listen", kmip_listen] if kmip_listen else []
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr, start_new_session=True, env=env)
     assert proc.stdout is not None
     line = proc.stdout.readline().decode()

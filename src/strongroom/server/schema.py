@@ -26,10 +26,11 @@ NONCE_MEMORY_SECONDS = 2 * reqsig.MAX_SKEW_SECONDS  # a seen request is remember
 metadata = MetaData()
 
 # The schema's version, kept in meta as schema_version (absent: 1).  1: the releases up to
-# 1ec363f; 2: pending_shares, the seal record, unseal_gen, release approvals (tests/server/test_upgrade.py upgrades a
-# database that release made, under load from a server of that release).  A server refuses to
+# 1ec363f; 2: pending_shares, the seal record, unseal_gen, release approvals; 3: kmip_objects
+# (tests/server/test_upgrade.py upgrades a database that release made, under load from a server
+# of that release).  A server refuses to
 # start on a database of a higher version.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 meta = Table(
     "meta",
@@ -342,3 +343,18 @@ transit_key_versions = Table(
 )
 
 VAULT_TABLES = (vault_tokens, vault_policies, kv_settings, kv_versions, transit_keys, transit_key_versions)
+
+
+# KMIP managed objects: each is a deposit (its material sealed in deposit_versions like any
+# other) with KMIP's identity, type, state and attributes here, in the clear as PyKMIP and
+# every KMIP server keep them, so Locate can search them.
+kmip_objects = Table(
+    "kmip_objects",
+    metadata,
+    Column("deposit_id", Integer, ForeignKey("deposits.id", ondelete="CASCADE"), primary_key=True, autoincrement=False),
+    Column("uid", String(64), nullable=False, unique=True),
+    Column("object_type", Integer, nullable=False),
+    Column("state", Integer, nullable=False),
+    Column("attrs", Text, nullable=False),  # JSON: [[name, hex of the value's TTLV], ...]
+    Column("created", Float, nullable=False),
+)

@@ -30,6 +30,7 @@ from strongroom.server.schema import (
     NONCE_MEMORY_SECONDS,
     SCHEMA_VERSION,
     VAULT_TABLES,
+    kmip_objects,
     metadata,
     pending_shares,
     registration_failures,
@@ -104,7 +105,6 @@ def make_engine(url: str) -> Engine:
 
         return engine
     raise ValueError("database URL must start with sqlite:/// or postgresql://")
-
 
 
 def _nul() -> BadRequest:
@@ -259,7 +259,7 @@ class Store:
         if self.check_schema_version() == SCHEMA_VERSION:
             return
 
-        added_tables = (registration_failures, sealed_events, pending_shares, *APPROVAL_TABLES, *VAULT_TABLES)
+        added_tables = (registration_failures, sealed_events, pending_shares, *APPROVAL_TABLES, *VAULT_TABLES, kmip_objects)
         for added in added_tables:  # tables later versions added
             for _attempt in range(3):
                 try:

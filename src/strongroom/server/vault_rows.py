@@ -177,13 +177,16 @@ def set_kv_version_state(tx: Tx, deposit_id: int, version: int, deleted_at: floa
     if deleted_at is None and not destroyed:
         tx.run("DELETE FROM kv_versions WHERE deposit_id = ? AND version = ?", deposit_id, version)
         return
-    if tx.run(
-        "UPDATE kv_versions SET deleted_at = ?, destroyed = ? WHERE deposit_id = ? AND version = ?",
-        deleted_at,
-        int(destroyed),
-        deposit_id,
-        version,
-    ) == 0:
+    if (
+        tx.run(
+            "UPDATE kv_versions SET deleted_at = ?, destroyed = ? WHERE deposit_id = ? AND version = ?",
+            deleted_at,
+            int(destroyed),
+            deposit_id,
+            version,
+        )
+        == 0
+    ):
         tx.run(
             "INSERT INTO kv_versions (deposit_id, version, deleted_at, destroyed) VALUES (?, ?, ?, ?)",
             deposit_id,

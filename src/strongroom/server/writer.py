@@ -31,6 +31,7 @@ from strongroom.server import messages as m
 from strongroom.server import storage as st
 from strongroom.server.committer import SETTLE_IDLE, Outcome, Settle
 from strongroom.server.datadir import DataDir
+from strongroom.server.kmip.ops import Engine as KmipEngine
 from strongroom.server.messages import Frames, failure, frame, frame_limit
 from strongroom.server.nodes import NodeAgent
 from strongroom.server.service import Service
@@ -59,6 +60,7 @@ class Writer:
         self.barrier = bar  # unsealed in the parent before the fork, or sealed until a grant
         self.service = Service(self.store, self.barrier, data, config)
         self.vault = VaultEngine(self.service)
+        self.kmip = KmipEngine(self.service)
         self.agent = NodeAgent(self.store, self.barrier, data.node_key())
         sealing = self.service.sealing
         self.agent.when_sealed = lambda: sealing.when_sealed(self.agent)  # the HSM is asked from here alone
@@ -157,7 +159,7 @@ class Writer:
                 fut.set_result({"batches": s.batches, "actions": s.actions, "seconds": s.seconds})
             else:
                 try:
-                    batch.append((actions.action(self.service, self.vault, call), fut))
+                    batch.append((actions.action(self.service, self.vault, call, self.kmip), fut))
                 except (ValueError, TypeError, errors.ApiError) as e:
                     fut.set_exception(e)
             answers.append((conn, call, fut))

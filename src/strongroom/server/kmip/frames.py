@@ -28,6 +28,10 @@ class FrameError(ValueError):
     """A frame this server will not decode; the message is fit for a KMIP error's reason text."""
 
 
+class IdleTimeout(FrameError):
+    """No message began within the idle time: the connection is closed without an answer."""
+
+
 def _pad(n: int) -> int:
     return (n + 7) & ~7
 
@@ -95,17 +99,20 @@ def validate(body: bytes) -> None:
         pos = end
 
 
-async def read_message(reader: asyncio.StreamReader, timeout: float, max_message: int = MAX_MESSAGE) -> bytes:
-    """One whole request message (header and value), read within ``timeout`` seconds for its
-    header and again for its value, checked; FrameError, or EOFError for a closed stream."""
+async def read_message(
+    reader: asyncio.StreamReader, timeout: float, max_message: int = MAX_MESSAGE, idle: float | None = None
+) -> bytes:
+    """One whole request message (header and value), read within ``idle`` seconds (default
+    ``timeout``) for its header and ``timeout`` for its value, checked; FrameError, or EOFError
+    for a closed stream (IdleTimeout: no message began in time)."""
     try:
-        head = await asyncio.wait_for(reader.readexactly(HEADER), timeout)
+        head = await asyncio.wait_for(reader.readexactly(HEADER), idle if idle is not None else timeout)
     except asyncio.IncompleteReadError as e:
         if not e.partial:
             raise EOFError("the peer closed the connection") from None
         raise FrameError("truncated message header") from None
     except TimeoutError:
-        raise FrameError("no message header in time") from None
+        raise IdleTimeout("no message header in time") from None
     length = check_header(head, max_message)
     try:
         body = await asyncio.wait_for(reader.readexactly(length), timeout)

@@ -325,4 +325,3 @@ def _self_caller(ctx: Ctx) -> Caller:
     """A signed login acts as the client itself: everything its own credential allows."""
     row = TokenRow("", ctx.client.id, None, '["root"]', "signed", "{}", 0.0, None, 0, None, 0, 0)
     return Caller(ctx.client, row, pol.Acl([], root=True))
-
