@@ -41,4 +41,9 @@ rm -f src/strongroom/rng/libsrfips.so
 if [ ! -f .venv/node/node_modules/node-vault/package.json ]; then
   npm install -s --no-audit --no-fund --prefix .venv/node node-vault@0.12.0
 fi
+# PyKMIP's own server, the KMIP tests' reference, needs SQLAlchemy 1.x: a venv of its own
+if [ ! -x .venv/pykmip/bin/pykmip-server ]; then
+  python3 -m venv .venv/pykmip
+  .venv/pykmip/bin/python -m pip install -q --disable-pip-version-check 'pykmip==0.10.0' 'sqlalchemy>=1.4,<2'
+fi
 echo "install.sh: ready (.venv/bin/strongroom)"

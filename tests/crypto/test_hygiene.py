@@ -21,9 +21,7 @@ def test_a_non_dumpable_process_hides_its_memory_from_its_own_user() -> None:
     drop = f"import os, sys, time\nos.setgid({NOBODY})\nos.setuid({NOBODY})\n"
     # imported before the drop: nobody may not be able to read the interpreter's library
     code = (
-        "from strongroom.crypto.hygiene import harden_process\n"
-        + drop
-        + "print(harden_process(), flush=True)\ntime.sleep(30)\n"
+        "from strongroom.crypto.hygiene import harden_process\n" + drop + "print(harden_process(), flush=True)\ntime.sleep(30)\n"
     )
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:

@@ -82,7 +82,5 @@ class Result:
 
 def run(suite: Path, cwd: Path, timeout: float = 1500) -> Result:
     """Run every test under suite/tests as root with ``cwd`` (a directory inside the mount)."""
-    r = subprocess.run(
-        ["prove", "-r", str(suite / "tests")], cwd=cwd, capture_output=True, text=True, timeout=timeout
-    )
+    r = subprocess.run(["prove", "-r", str(suite / "tests")], cwd=cwd, capture_output=True, text=True, timeout=timeout)
     return Result(r.stdout + r.stderr)

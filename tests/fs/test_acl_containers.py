@@ -108,5 +108,3 @@ def test_daemon_in_a_container_serving_the_host_denies_everyone(vol: Mount, shar
     why = "outside the daemon's pid namespace" if own_proc else "/proc is not this pid namespace's"
     log_text = vol.log.read_text()
     assert why in log_text and log_text.count(why) <= 2  # rate-limited, not one line per request
-
-

@@ -158,7 +158,7 @@ def _rounds(m: Mount, case: str, op: Callable[[int], None], old: bytes, lo: int,
         keep = min(len(old), lo)
         assert data[:keep] == old[:keep], f"{case}, killed before lower call {limit}: fsync'd bytes changed"
         if len(data) > hi:
-            assert data[hi : len(old)] == old[hi:len(data)][: max(0, len(old) - hi)]
+            assert data[hi : len(old)] == old[hi : len(data)][: max(0, len(old) - hi)]
         r = cli("fs", "fsck", str(m.lower), "--passphrase-file", str(m.pwfile))
         assert r.returncode == 0, f"{case}, killed before lower call {limit}: {r.stdout.decode()}"
         if completed:

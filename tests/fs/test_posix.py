@@ -121,7 +121,7 @@ def test_sticky_directory(shared: Mount) -> None:
     r = as_user(
         OTHER,
         f"""
-for call in (lambda: os.unlink({str(d / 'mine')!r}), lambda: os.rename({str(d / 'mine')!r}, {str(d / 'theirs')!r})):
+for call in (lambda: os.unlink({str(d / "mine")!r}), lambda: os.rename({str(d / "mine")!r}, {str(d / "theirs")!r})):
     try:
         call()
         print('allowed')
@@ -153,7 +153,7 @@ f, ro = {str(f)!r}, {str(ro)!r}
 print(e(lambda: os.chmod(f, 0o777)), e(lambda: os.chown(f, {NOBODY}, {NOBODY})),
       e(lambda: os.utime(f, (1, 1))), e(lambda: os.utime(f)), e(lambda: os.truncate(f, 0)),
       e(lambda: os.open(f, os.O_WRONLY)), e(lambda: os.unlink(ro + '/x')), e(lambda: os.link(f, ro + '/y')),
-      e(lambda: os.rename(ro + '/x', {str(m / 'moved')!r})), e(lambda: os.mkdir(ro + '/d')))
+      e(lambda: os.rename(ro + '/x', {str(m / "moved")!r})), e(lambda: os.mkdir(ro + '/d')))
 """
     # link: protected_hardlinks refuses a file the caller may not write before the directory's
     # own permission is asked, as on ext4
@@ -222,9 +222,9 @@ def test_modes_are_the_callers_without_the_daemons_umask(shared: Mount) -> None:
         as_user(
             NOBODY,
             f"""
-os.close(os.open({str(m / 'f')!r}, os.O_CREAT | os.O_WRONLY, 0o666))
-os.mkdir({str(m / 'd')!r}, 0o777)
-os.mkfifo({str(m / 'p')!r}, 0o666)
+os.close(os.open({str(m / "f")!r}, os.O_CREAT | os.O_WRONLY, 0o666))
+os.mkdir({str(m / "d")!r}, 0o777)
+os.mkfifo({str(m / "p")!r}, 0o666)
 """,
             umask=0,
         )

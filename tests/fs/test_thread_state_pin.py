@@ -21,7 +21,7 @@ from strongroom.fs import fuse_front
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not Path("/dev/fuse").exists(), reason="needs root and /dev/fuse")
 
-PROBE = r'''
+PROBE = r"""
 import errno, os, sys, threading
 import mfusepy
 from strongroom.fs import fuse_front
@@ -74,7 +74,7 @@ class Probe(mfusepy.Operations):
 
 
 fuse_front.Fuse(Probe(), sys.argv[1], fuse_front.stat_packer(), foreground=True, nothreads=False)
-'''
+"""
 
 
 def _fresh_states(tmp: Path, mode: str, reads: int) -> int:

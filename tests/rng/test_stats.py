@@ -140,9 +140,7 @@ def test_chance_p_value_is_the_binomial_tail() -> None:
     assert float(rate) == CHANCE_FAILURE_RATE
     for blocks in (1, 40, 400):
         for failures in range(0, 7):
-            exact = sum(
-                math.comb(blocks, k) * rate**k * (1 - rate) ** (blocks - k) for k in range(failures, blocks + 1)
-            )
+            exact = sum(math.comb(blocks, k) * rate**k * (1 - rate) ** (blocks - k) for k in range(failures, blocks + 1))
             assert math.isclose(chance_p_value(blocks, failures), float(exact), rel_tol=1e-9, abs_tol=1e-300)
     many = 6_871_947  # the largest --bytes: a sum of millions of terms stays exact and quick
     assert 0.4 < chance_p_value(many, round(many * CHANCE_FAILURE_RATE)) < 0.6

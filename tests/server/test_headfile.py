@@ -75,9 +75,7 @@ def test_pending_line_then_settled(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert head.read() == Mirror(6, c[1])
 
 
-def test_a_filesystem_refusing_direct_writes_gets_buffered_flushed_lines(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_filesystem_refusing_direct_writes_gets_buffered_flushed_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """O_DIRECT opens but refuses the block (EINVAL: another block size): the file falls back to
     buffered writes that the committer flushes itself, instead of failing every batch."""
     real = os.pwritev
@@ -98,9 +96,7 @@ def test_a_filesystem_refusing_direct_writes_gets_buffered_flushed_lines(
 
 
 @pytest.mark.parametrize("covered", [True, False], ids=["flushed-by-commit", "flushed-beside-commit"])
-def test_committer_answers_only_after_the_head_is_durable(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, covered: bool
-) -> None:
+def test_committer_answers_only_after_the_head_is_durable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, covered: bool) -> None:
     """Each batch writes its head line before the database commits and is answered only after
     that line is durable: through the commit's own flush (O_DIRECT, same filesystem as the
     SQLite file) or through its own fdatasync beside the commit."""

@@ -60,11 +60,8 @@ def hsm_sealed(tmp_path: Path, token: Token, db_url: str | None) -> Iterator[Dep
     d.close()
 
 
-
 def _eventually(check: Callable[[], bool], timeout: float = 20) -> None:
     eventually(check, timeout)
-
-
 
 
 def test_the_key_never_leaves_the_token(token: Token) -> None:

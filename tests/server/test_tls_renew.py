@@ -30,8 +30,6 @@ def _served_cert(s: ServerProcess) -> str:
     return hashlib.sha256(der).hexdigest()
 
 
-
-
 def test_renew_reaches_new_connections_without_a_restart(tmp_path: Path) -> None:
     d = Deployment(tmp_path, None)
     try:

@@ -22,8 +22,6 @@ def _eventually(check: Callable[[], bool], timeout: float = 30) -> None:
     eventually(check, timeout)
 
 
-
-
 def _token_file(root: Path, token: str) -> Path:
     p = root / "transit-token"
     p.write_text(token + "\n")

@@ -66,6 +66,7 @@ def test_frames_reassemble_across_any_split() -> None:
 def test_only_this_servers_messages_decode() -> None:
     with pytest.raises(ValueError, match="not a message"):
         m.decode((m.TAG, "system", ()))
+
     @dataclasses.dataclass
     class Stray:
         x: int

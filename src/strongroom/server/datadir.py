@@ -32,9 +32,14 @@ class ServerConfig:
     handshake_timeout: float = 10.0  # seconds from a connection's acceptance to the end of its TLS handshake
     hsm: dict[str, str] | None = None  # the HSM that holds the seal's key (hsm.ServerHsm), if any
     transit_seal: dict[str, str] | None = None  # the key server whose transit key holds it (transitseal.py)
+    kmip_idle_timeout: float = 300.0  # seconds a KMIP connection may wait between messages
+    kmip_connections_per_client: int = 32  # open KMIP connections one client may hold in each worker
 
     def __post_init__(self) -> None:
-        for name in ("header_timeout", "body_timeout", "handshake_timeout"):
+        per_client = self.kmip_connections_per_client
+        if isinstance(per_client, bool) or not isinstance(per_client, int) or not 1 <= per_client <= 10_000:
+            raise ValueError("kmip_connections_per_client must be a whole number from 1 to 10000")
+        for name in ("header_timeout", "body_timeout", "handshake_timeout", "kmip_idle_timeout"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 3600:
                 raise ValueError(f"{name} must be a number of seconds in (0, 3600]")

@@ -211,7 +211,15 @@ def _worker(
         signal.signal(signal.SIGHUP, lambda _s, _f: (reloader.check("SIGHUP"), kmip_reloader.check("SIGHUP")))
         kmip_link = WriterLink(writer_path, REQUEST_TIMEOUT, frame_limit(config.deposit_limit))
         server.kmip = kmip_listener.Listener(
-            kmip_sock, kmip_context, kmip_link, config.handshake_timeout, server.listener_broken, reloader=kmip_reloader
+            kmip_sock,
+            kmip_context,
+            kmip_link,
+            config.handshake_timeout,
+            server.listener_broken,
+            idle=config.kmip_idle_timeout,
+            timeout=config.body_timeout,
+            per_client=config.kmip_connections_per_client,
+            reloader=kmip_reloader,
         )
 
     def say_serving() -> None:

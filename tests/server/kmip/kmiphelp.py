@@ -79,7 +79,8 @@ def request(*items: tuple[int, Item | None], version: tuple[int, int] = (1, 2), 
         e(t.BATCH_ERROR_CONTINUATION_OPTION, option) if option is not None else None,
         i(t.BATCH_COUNT, len(items)),
     )
-    batch = [s(t.BATCH_ITEM, e(t.OPERATION, op), payload if payload is not None else s(t.REQUEST_PAYLOAD)) for op, payload in items]
+    empty = s(t.REQUEST_PAYLOAD)
+    batch = [s(t.BATCH_ITEM, e(t.OPERATION, op), payload if payload is not None else empty) for op, payload in items]
     return encode(s(t.REQUEST_MESSAGE, header, *batch))
 
 

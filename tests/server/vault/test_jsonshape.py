@@ -13,7 +13,7 @@ from strongroom.server.vault import jsonshape
 from strongroom.server.vault.errors import Invalid
 
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(alphabet="ab,[]{}\"\\"),
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='ab,[]{}"\\'),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(alphabet="k,{", max_size=3), inner, max_size=4),
     max_leaves=30,
 )
@@ -25,7 +25,6 @@ def _verdict(f: Any) -> bool:
     except Invalid:
         return False
     return True
-
 
 
 @given(_json)

@@ -21,14 +21,15 @@ class Spec:
     multi: bool = False
     client_sets: bool = True  # False: the server sets it (a client's value is refused)
     modifiable: bool = True  # False: a client may give it at creation, not change it after
+    deletable: bool = True  # False: once there, it stays
 
 
 SPECS: dict[str, Spec] = {
     "Unique Identifier": Spec(t.UNIQUE_IDENTIFIER, t.TEXT, client_sets=False),
     "Name": Spec(t.NAME, t.STRUCTURE, multi=True),
     "Object Type": Spec(t.OBJECT_TYPE, t.ENUM, client_sets=False),
-    "Cryptographic Algorithm": Spec(t.CRYPTOGRAPHIC_ALGORITHM, t.ENUM, modifiable=False),
-    "Cryptographic Length": Spec(t.CRYPTOGRAPHIC_LENGTH, t.INTEGER, modifiable=False),
+    "Cryptographic Algorithm": Spec(t.CRYPTOGRAPHIC_ALGORITHM, t.ENUM, modifiable=False, deletable=False),
+    "Cryptographic Length": Spec(t.CRYPTOGRAPHIC_LENGTH, t.INTEGER, modifiable=False, deletable=False),
     "Cryptographic Parameters": Spec(t.CRYPTOGRAPHIC_PARAMETERS, t.STRUCTURE, multi=True),
     "Cryptographic Usage Mask": Spec(t.CRYPTOGRAPHIC_USAGE_MASK, t.INTEGER),
     "State": Spec(t.STATE, t.ENUM, client_sets=False),
@@ -47,8 +48,8 @@ SPECS: dict[str, Spec] = {
     "Application Specific Information": Spec(t.APPLICATION_SPECIFIC_INFORMATION, t.STRUCTURE, multi=True),
     "Contact Information": Spec(t.CONTACT_INFORMATION, t.TEXT),
     "Operation Policy Name": Spec(t.OPERATION_POLICY_NAME, t.TEXT),
-    "Sensitive": Spec(t.SENSITIVE, t.BOOL),
-    "Extractable": Spec(t.EXTRACTABLE, t.BOOL),
+    "Sensitive": Spec(t.SENSITIVE, t.BOOL, deletable=False),
+    "Extractable": Spec(t.EXTRACTABLE, t.BOOL, deletable=False),
 }
 BY_TAG = {spec.tag: name for name, spec in SPECS.items()}
 MAX_ATTRIBUTES = 256  # per object
@@ -149,9 +150,13 @@ def render(attrs: list[Attr], v2: bool) -> list[Item]:
 
 def name_reference(item: Item, v2: bool) -> str:
     """The attribute a GetAttributes / DeleteAttribute names: 1.x by text, 2.0 by reference
-    (an enumeration of its tag)."""
+    (an enumeration of its tag, or a structure of vendor and name)."""
     if item.kind == t.TEXT:
         return str(item.value)
+    if item.kind == t.STRUCTURE:
+        name = item.get(t.ATTRIBUTE_NAME, t.TEXT)
+        if name is not None:
+            return str(name)
     if item.kind == t.ENUM and item.value | 0x420000 in BY_TAG:
         return BY_TAG[item.value | 0x420000]
     if item.kind == t.ENUM and item.value in BY_TAG:

@@ -193,9 +193,8 @@ class Lifecycle:
         self.save(ctx, row, row.state, [attr if n == at else x for n, x in enumerate(row.attrs)])
 
     def delete(self, ctx: Ctx, row: KmipRow, name: str, index: int, current: bytes | None = None) -> a.Attr:
-        self._changeable(name)
         spec = a.spec_of(name)
-        if name in ("Cryptographic Algorithm", "Cryptographic Length") or (spec is not None and not spec.client_sets):
+        if spec is not None and (not spec.client_sets or not spec.deletable):
             raise Fail(t.PERMISSION_DENIED, f"{name} cannot be deleted")
         at = self._position(row, name, index, current)
         gone = row.attrs[at]
