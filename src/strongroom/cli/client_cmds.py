@@ -228,7 +228,7 @@ def get(
 @profile_option
 @json_option
 def ls(shared: bool, profile: Path | None, servers: tuple[str, ...], as_json: bool) -> None:
-    """List deposits.
+    """List deposits (a KMIP object is deposit kmip-ID, shown with its type and state).
 
     \b
     Example:
@@ -236,8 +236,9 @@ def ls(shared: bool, profile: Path | None, servers: tuple[str, ...], as_json: bo
     """
 
     def human(rows: list[dict[str, Any]]) -> None:
-        t = Table("name", "owner", "versions", "gets", "readers", "expires", "max gets")
+        t = Table("name", "owner", "versions", "gets", "readers", "expires", "max gets", "kmip")
         for r in rows:
+            kmip = r.get("kmip")
             p = r["policy"]
             exp = (
                 datetime.datetime.fromtimestamp(p["expires_at"], datetime.UTC).isoformat(timespec="seconds")
@@ -252,6 +253,7 @@ def ls(shared: bool, profile: Path | None, servers: tuple[str, ...], as_json: bo
                 " ".join(p["readers"]),
                 exp,
                 str(p["max_retrievals"] or ""),
+                f"{kmip['type']} {kmip['state']}" if kmip else "",
             )
         console().print(t)
 

@@ -17,6 +17,7 @@ from strongroom.server.ctx import Ctx
 from strongroom.server.datadir import ServerConfig
 from strongroom.server.errors import BadRequest, Denied, Gone, IntegrityFailure, NotFound, Refused, TooLarge
 from strongroom.server.identities import CLIENT_ID_RE, check_name
+from strongroom.server.kmip import rows as kmip_rows
 from strongroom.server.messages import Policy
 from strongroom.server.repository import ClientRow, DepositRow
 from strongroom.server.storage import Tx
@@ -181,7 +182,17 @@ class Deposits:
             deps = [d for d in repo.deposits_with_readers(tx, me.id) if self._may_see(tx, me, d)]
         else:
             deps = repo.deposits_of(tx, me.id)
-        return [self._describe(tx, d) for d in deps]
+        out = [self._describe(tx, d) for d in deps]
+        kmip = kmip_rows.of_deposits(tx, [d.id for d in deps])
+        for d, described in zip(deps, out, strict=True):
+            if d.id in kmip:
+                uid, kind, state = kmip[d.id]
+                described["kmip"] = {
+                    "id": uid,
+                    "type": kmip_rows.TYPE_NAMES.get(kind, str(kind)),
+                    "state": kmip_rows.STATE_NAMES[state],
+                }
+        return out
 
     def create_empty(self, ctx: Ctx, name: str, action: str) -> DepositRow:
         """The caller's new deposit ``name`` with no version yet (KV v2 keeps metadata before

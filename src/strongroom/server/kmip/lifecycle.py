@@ -15,13 +15,11 @@ from strongroom.server.deposits import Deposits
 from strongroom.server.kmip import attrs as a
 from strongroom.server.kmip import rows
 from strongroom.server.kmip import tags as t
-from strongroom.server.kmip.rows import KmipRow
+from strongroom.server.kmip.rows import STATE_NAMES, KmipRow
 from strongroom.server.kmip.ttlv import dt, e, s, txt
 
 MAX_MATERIAL = 64 * 1024
 AES_LENGTHS = (128, 192, 256)
-STATE_NAMES = {1: "Pre-Active", 2: "Active", 3: "Deactivated", 4: "Compromised", 5: "Destroyed", 6: "Destroyed Compromised"}
-TYPE_NAMES = {t.SYMMETRIC_KEY_TYPE: "SymmetricKey", t.SECRET_DATA_OBJECT: "SecretData", t.OPAQUE_DATA_OBJECT: "OpaqueObject"}
 PRIVATE = "_"  # attributes the server keeps for itself (the registered key format): never shown
 
 

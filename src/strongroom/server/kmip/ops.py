@@ -18,7 +18,7 @@ from strongroom.server.errors import ApiError, ApprovalRequired, Denied, Gone, N
 from strongroom.server.kmip import attrs as a
 from strongroom.server.kmip import cipher, rows
 from strongroom.server.kmip import tags as t
-from strongroom.server.kmip.lifecycle import PRIVATE, TYPE_NAMES, Fail, Lifecycle, shown, target
+from strongroom.server.kmip.lifecycle import PRIVATE, Fail, Lifecycle, shown, target
 from strongroom.server.kmip.rows import KmipRow
 from strongroom.server.kmip.ttlv import Item, Malformed, b, decode, e, encode, i, s, txt
 from strongroom.server.service import Service
@@ -457,6 +457,3 @@ def _matches(have: list[a.Attr], want: a.Attr) -> bool:
             for n, v in have
         )
     return any(n == name and v == value for n, v in have)
-
-
-__all__ = ["Engine", "TYPE_NAMES", "VERSIONS", "version_item"]

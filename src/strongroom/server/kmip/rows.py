@@ -13,7 +13,9 @@ from strongroom.server.kmip.attrs import Attr
 from strongroom.server.repository import DepositRow
 from strongroom.server.storage import Tx
 
-PREFIX = "kmip/"  # the deposit name of object UID is PREFIX + UID
+STATE_NAMES = {1: "Pre-Active", 2: "Active", 3: "Deactivated", 4: "Compromised", 5: "Destroyed", 6: "Destroyed Compromised"}
+TYPE_NAMES = {2: "SymmetricKey", 7: "SecretData", 8: "OpaqueObject"}  # by KMIP object type
+PREFIX = "kmip-"  # the deposit name of object UID is PREFIX + UID (a deposit name: policy, get and rm work on it)
 
 
 @dataclass
