@@ -51,13 +51,13 @@ class Driver(MongoCryptCallback):  # type: ignore[misc]
                     raise ConnectionError("the KMS closed the connection")
                 kms_context.feed(data)
 
-    def collection_info(self, database: str, filter: bytes) -> None:
+    def collection_info(self, database: str, filter: bytes) -> None:  # noqa: A002 - the interface's names
         return None
 
     def mark_command(self, database: str, cmd: bytes) -> bytes:
         raise AssertionError("explicit encryption needs no markings")
 
-    def fetch_keys(self, filter: bytes) -> Iterator[bytes]:
+    def fetch_keys(self, filter: bytes) -> Iterator[bytes]:  # noqa: A002
         wanted = bson.decode(filter)
         ids = {bytes(i) for clause in wanted.get("$or", []) for i in clause.get("_id", {}).get("$in", [])}
         for doc in self.vault:
