@@ -74,8 +74,9 @@ def _wait_healthy(url: str, ca: Path, timeout: float = 30) -> None:
 
 
 class Strongroom:
-    def __init__(self, root: Path, workers: int, src: Path | None = None) -> None:
-        """A server of this build, or of the build whose sources are at ``src`` (a before/after pair)."""
+    def __init__(self, root: Path, workers: int, src: Path | None = None, kmip_port: int | None = None) -> None:
+        """A server of this build, or of the build whose sources are at ``src`` (a before/after pair);
+        serving KMIP on loopback's ``kmip_port`` too if given."""
         self.root = root
         self.data = DataDir(root / "data")
         root.mkdir(parents=True, exist_ok=True)
@@ -95,7 +96,9 @@ class Strongroom:
             )
             made = json.loads(out.stdout)
             self.org, self.secret = made["org"], made["auth_secret"]
-        self.proc, self.url = spawn(self.data, workers, pw, stderr=subprocess.DEVNULL, env=env)
+        kmip = f"127.0.0.1:{kmip_port}" if kmip_port else None
+        self.kmip = ("127.0.0.1", kmip_port) if kmip_port else None
+        self.proc, self.url = spawn(self.data, workers, pw, stderr=subprocess.DEVNULL, env=env, kmip_listen=kmip)
         _wait_healthy(self.url, self.data.ca_file)
         self.client = Client.register([self.url], self.org, self.secret, "bench", root / "profile", self.data.ca_file)
 

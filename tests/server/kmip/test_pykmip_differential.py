@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from strongroom.bench.kmippeer import BINARY, PyKmipServer
 from tests.server.kmip.kmiphelp import issue, pykmip
-from tests.server.kmip.reference import BINARY, PyKmipServer
 from tests.serverproc import Deployment
 
 pytestmark = pytest.mark.skipif(not BINARY.exists(), reason="scripts/install.sh makes PyKMIP's venv")

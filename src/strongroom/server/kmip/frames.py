@@ -105,8 +105,10 @@ async def read_message(
     """One whole request message (header and value), read within ``idle`` seconds (default
     ``timeout``) for its header and ``timeout`` for its value, checked; FrameError, or EOFError
     for a closed stream (IdleTimeout: no message began in time)."""
+    # asyncio.timeout, not wait_for: no task per read, on the path of every message
     try:
-        head = await asyncio.wait_for(reader.readexactly(HEADER), idle if idle is not None else timeout)
+        async with asyncio.timeout(idle if idle is not None else timeout):
+            head = await reader.readexactly(HEADER)
     except asyncio.IncompleteReadError as e:
         if not e.partial:
             raise EOFError("the peer closed the connection") from None
@@ -115,7 +117,8 @@ async def read_message(
         raise IdleTimeout("no message header in time") from None
     length = check_header(head, max_message)
     try:
-        body = await asyncio.wait_for(reader.readexactly(length), timeout)
+        async with asyncio.timeout(timeout):
+            body = await reader.readexactly(length)
     except asyncio.IncompleteReadError:
         raise FrameError("truncated message") from None
     except TimeoutError:

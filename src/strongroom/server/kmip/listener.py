@@ -116,7 +116,9 @@ class Listener:
 
     async def _send(self, writer: asyncio.StreamWriter, data: bytes) -> None:
         writer.write(data)
-        await asyncio.wait_for(writer.drain(), self.timeout)
+        if writer.transport.get_write_buffer_size() > 256 * 1024:  # a peer that does not read: bounded wait
+            async with asyncio.timeout(self.timeout):
+                await writer.drain()
 
     async def _messages(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
         while True:

@@ -102,21 +102,28 @@ def _decode(buf: memoryview, pos: int, depth: int) -> tuple[Item, int]:
 PRE_ENCODED = 0  # an Item whose value is already its whole TTLV (a payload the writer encoded)
 
 
+_HEAD = struct.Struct(">II")  # (tag << 8 | type, length)
+_PACK = {kind: struct.Struct(fmt).pack for kind, fmt in _INTS.items()}
+_PADS = [b"\0" * n for n in range(8)]
+_TRUE, _FALSE = struct.pack(">Q", 1), struct.pack(">Q", 0)
+
+
 def encode(item: Item) -> bytes:
     kind, v = item.kind, item.value
     if kind == PRE_ENCODED:
         return bytes(v)
     if kind == t.STRUCTURE:
-        raw = b"".join(encode(c) for c in v)
-    elif kind in _INTS:
-        raw = struct.pack(_INTS[kind], v)
-    elif kind == t.BOOL:
-        raw = struct.pack(">Q", 1 if v else 0)
+        raw = b"".join([encode(c) for c in v])
     elif kind == t.TEXT:
         raw = v.encode("utf-8")
+    elif kind == t.BOOL:
+        raw = _TRUE if v else _FALSE
+    elif kind in _PACK:
+        raw = _PACK[kind](v)
     else:
         raw = bytes(v)
-    return item.tag.to_bytes(3, "big") + bytes([kind]) + struct.pack(">I", len(raw)) + raw + b"\0" * (-len(raw) % 8)
+    n = len(raw)
+    return _HEAD.pack(item.tag << 8 | kind, n) + raw + _PADS[-n % 8]
 
 
 def s(tag: int, *children: Item | None) -> Item:

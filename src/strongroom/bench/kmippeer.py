@@ -1,17 +1,24 @@
-"""PyKMIP's own server (its engine, SQLite, its operation policies), the KMIP tests' reference:
-run from the venv scripts/install.sh makes for it (PyKMIP 0.10 needs SQLAlchemy 1.x)."""
+"""PyKMIP's own server (its engine, SQLite, its operation policies): the KMIP tests' reference
+and the KMIP benchmark's peer, run from the venv scripts/install.sh makes for it beside the main
+one (PyKMIP 0.10 needs SQLAlchemy 1.x)."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 from strongroom.server import tls
 
-ROOT = Path(__file__).resolve().parents[3]
-BINARY = ROOT / ".venv" / "pykmip" / "bin" / "pykmip-server"
+BINARY = Path(sys.prefix) / "pykmip" / "bin" / "pykmip-server"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 class PyKmipServer:
@@ -20,9 +27,7 @@ class PyKmipServer:
         self.tls_dir = root / "tls"
         tls.create(self.tls_dir, ["127.0.0.1"])
         (root / "policies").mkdir()
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.address = ("127.0.0.1", int(s.getsockname()[1]))
+        self.address = ("127.0.0.1", free_port())
         conf = root / "server.conf"
         settings = {
             "hostname": "127.0.0.1",
@@ -51,6 +56,9 @@ class PyKmipServer:
                 time.sleep(0.2)
         self.stop()
         raise RuntimeError(f"PyKMIP's server did not start: {(root / 'pykmip.log').read_text()[-2000:]}")
+
+    def pids(self) -> list[int]:
+        return [self.proc.pid]
 
     def client_files(self, name: str) -> tuple[Path, Path, Path]:
         cert, key = tls.client_certificate(self.tls_dir, name)
