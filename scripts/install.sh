@@ -44,6 +44,6 @@ fi
 # PyKMIP's own server, the KMIP tests' reference, needs SQLAlchemy 1.x: a venv of its own
 if [ ! -x .venv/pykmip/bin/pykmip-server ]; then
   python3 -m venv .venv/pykmip
-  .venv/pykmip/bin/python -m pip install -q --disable-pip-version-check 'pykmip==0.10.0' 'sqlalchemy>=1.4,<2'
+  .venv/pykmip/bin/python -m pip install -q --disable-pip-version-check 'pykmip==0.10.0' 'sqlalchemy>=1.4,<2'  # as bench/peers.py pins
 fi
 echo "install.sh: ready (.venv/bin/strongroom)"

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from strongroom.bench.peers import free_port
 from strongroom.client import Client
 from strongroom.server.datadir import DataDir
 from strongroom.server.run import spawn
@@ -107,14 +108,6 @@ class ServerProcess:
         os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(10)
         self.log.close()
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Deployment:

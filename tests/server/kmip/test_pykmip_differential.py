@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from strongroom.bench.kmippeer import BINARY, PyKmipServer
+from strongroom.bench.peers import PYKMIP_TEST_BIN, PyKmip
 from tests.server.kmip.kmiphelp import issue, pykmip
 from tests.serverproc import Deployment
 
-pytestmark = pytest.mark.skipif(not BINARY.exists(), reason="scripts/install.sh makes PyKMIP's venv")
+pytestmark = pytest.mark.skipif(not (PYKMIP_TEST_BIN / "pykmip-server").exists(), reason="scripts/install.sh makes PyKMIP's venv")
 
 # case -> why Strongroom answers differently from PyKMIP's server (docs/KMIP.md, "Differences")
 KNOWN = {
@@ -122,7 +122,7 @@ def script(k: Any, other: Any, tag: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def both(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any, Any, Any]]:
     root = tmp_path_factory.mktemp("kmip-diff")
-    ref = PyKmipServer(root / "pykmip")
+    ref = PyKmip(root / "pykmip", PYKMIP_TEST_BIN)
     (root / "sr").mkdir()
     d = Deployment(root / "sr", None)
     try:

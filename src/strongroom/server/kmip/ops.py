@@ -236,7 +236,7 @@ class Engine:
         if row.object_type == t.OPAQUE_DATA_OBJECT:
             kind = a.first(row.attrs, "_opaque_type")
             return s(t.OPAQUE_OBJECT, e(t.OPAQUE_DATA_TYPE, kind.value if kind else 0x80000000), b(t.OPAQUE_DATA_VALUE, data))
-        material = s(t.KEY_MATERIAL, b(0x42003F, data)) if fmt == t.TRANSPARENT_SYMMETRIC_KEY else b(t.KEY_MATERIAL, data)
+        material = s(t.KEY_MATERIAL, b(t.KEY, data)) if fmt == t.TRANSPARENT_SYMMETRIC_KEY else b(t.KEY_MATERIAL, data)
         algorithm, length = a.first(row.attrs, "Cryptographic Algorithm"), a.first(row.attrs, "Cryptographic Length")
         block = s(
             t.KEY_BLOCK,
@@ -269,11 +269,11 @@ class Engine:
     def locate(self, ctx: Ctx, p: Item, v2: bool) -> Item:
         wanted = a.from_request(p)
         limit = min(p.get(t.MAXIMUM_ITEMS, t.INTEGER) or 1000, 1000)
-        skip = max(p.get(0x4200EC, t.INTEGER) or 0, 0)  # Offset Items (1.3+)
+        skip = max(p.get(t.OFFSET_ITEMS, t.INTEGER) or 0, 0)
         found = [r.uid for r in rows.visible(ctx.tx, ctx.client.id) if all(_matches(r.attrs, w) for w in wanted)]
         ctx.audit.append(ctx.client.id, "kmip.locate", "kmip", "ok", found=len(found), criteria=len(wanted))
         page = found[skip : skip + limit]
-        located = i(0x4200ED, len(found)) if v2 else None  # Located Items
+        located = i(t.LOCATED_ITEMS, len(found)) if v2 else None
         return s(t.RESPONSE_PAYLOAD, located, *(txt(t.UNIQUE_IDENTIFIER, u) for u in page))
 
     # -- changing --------------------------------------------------------------------------
@@ -421,7 +421,7 @@ def key_block(block: Item | None) -> tuple[bytes, int, Item | None, Item | None]
     if value is not None and value.kind == t.STRUCTURE:
         material = value.find(t.KEY_MATERIAL)
         if material is not None and material.kind == t.STRUCTURE:  # Transparent Symmetric Key
-            material = material.find(0x42003F)
+            material = material.find(t.KEY)
     if material is None or material.kind != t.BYTES:
         raise Fail(t.INVALID_FIELD, "the Key Value needs its Key Material as bytes")
     if fmt not in (t.RAW, t.OPAQUE, t.TRANSPARENT_SYMMETRIC_KEY):

@@ -11,7 +11,7 @@ from strongroom.server.kmip import tags as t
 from strongroom.server.kmip.ttlv import PRE_ENCODED, Item, Malformed, decode, dt, e, encode, i, s, txt
 
 MAX_BATCH = 64
-SUPPORTED = {(1, 0), (1, 1), (1, 2), (1, 3), (1, 4), (2, 0), (2, 1)}
+SUPPORTED = {(1, 0), (1, 1), (1, 2), (1, 3), (1, 4), (2, 0)}
 
 
 @dataclass

@@ -62,6 +62,8 @@ def decode(data: bytes) -> Item:
 def _decode(buf: memoryview, pos: int, depth: int) -> tuple[Item, int]:
     if depth > 32:  # frames.py allows 16; a second bound so this walk never meets Python's
         raise Malformed("nested too deep")
+    if pos + 8 > len(buf):
+        raise Malformed("an item's header runs past the message")
     tag = int.from_bytes(buf[pos : pos + 3], "big")
     kind = buf[pos + 3]
     length = struct.unpack_from(">I", buf, pos + 4)[0]
