@@ -143,6 +143,7 @@ class Engine:
             for v in p.all(t.PROTOCOL_VERSION)
         ]
         ours = [v for v in VERSIONS if not asked or v in asked]
+        ctx.audit.append(ctx.client.id, "kmip.discover_versions", "kmip", "ok")
         return s(t.RESPONSE_PAYLOAD, *(version_item(*v) for v in ours))
 
     def query(self, ctx: Ctx, p: Item, v2: bool) -> Item:
@@ -154,6 +155,7 @@ class Engine:
             out += [e(t.OBJECT_TYPE, ot) for ot in sorted(OBJECT_TAGS)]
         if t.QUERY_SERVER_INFORMATION in asked:
             out += [txt(t.VENDOR_IDENTIFICATION, VENDOR), s(t.SERVER_INFORMATION)]
+        ctx.audit.append(ctx.client.id, "kmip.query", "kmip", "ok", functions=sorted(asked))
         return s(t.RESPONSE_PAYLOAD, *out)
 
     # -- making objects --------------------------------------------------------------------
