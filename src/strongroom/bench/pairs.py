@@ -20,6 +20,7 @@ TITLES = {
     "fs_small": "Filesystem, small files (bench/fs_small_pair.py): time and daemon CPU, after / before",
     "fs_big": "Filesystem, big files (bench/fs_big_pair.py): time and daemon CPU, after / before",
     "vault": "Vault-compatible API vs OpenBao (bench/vault_pair.py): Strongroom's rate / OpenBao's, p99",
+    "kmip": "KMIP vs PyKMIP's server (bench/kmip_pair.py): Strongroom's rate / PyKMIP's, and KMIP Get / Strongroom's HTTPS get",
     "fs_db": "Databases on the mount (bench/fs_db_pair.py): pgbench, fio and a commit's write, Strongroom's figure / the other's",
 }
 

@@ -433,7 +433,9 @@ latest of each; `bench/fs_db_pair.py` puts a database's data directory on the pl
 and Strongroom in one run (pgbench and fio, `--json docs/bench/pairs/fs_db.json`), and
 `bench/vault_pair.py` the Vault-compatible API beside OpenBao (with `--base`, the build before too:
 three servers, each round in another order, balanced over four rounds so that neither build keeps
-one place or one neighbour; `--json docs/bench/pairs/vault.json`).
+one place or one neighbour; `--json docs/bench/pairs/vault.json`), and `bench/kmip_pair.py` KMIP
+beside PyKMIP's server (Get and Create at 16 TLS connections from one C load generator, with
+Strongroom's HTTPS get in the same rounds; `--json docs/bench/pairs/kmip.json`).
 `python -m strongroom.bench.report docs/bench/results.json --doc docs/BENCHMARKS.md`
 redraws this file from the stored results without running anything."""
 
@@ -465,7 +467,22 @@ def _pairs(pairs_dir: Path) -> list[str]:
             lines += [_vault_verdict(data), ""]
         if data["kind"] == "fs_db":
             lines += [_db_verdict(data), ""]
+        if data["kind"] == "kmip":
+            lines += [_kmip_verdict(data), ""]
     return lines
+
+
+def _kmip_verdict(data: dict[str, Any]) -> str:
+    """Issue 40's targets against the stored run: KMIP Get at least 10x PyKMIP's rate and 0.5x Strongroom's own HTTPS get."""
+    get = next((r for r in data["rows"] if r["phase"].startswith("KMIP get")), None)
+    if get is None:
+        return "Targets: no Get row in this run."
+    peer, own = get["rate vs PyKMIP"], get.get("rate vs own HTTPS get", 0.0)
+    return (
+        f"Targets: Get at least 10x PyKMIP's rate: {'met' if peer >= 10 else 'MISSED'} ({peer:.1f}x); at least 0.5x"
+        f" Strongroom's own HTTPS get in the same rounds: {'met' if own >= 0.5 else 'MISSED'} ({own:.2f}x). One C load"
+        " generator (kmip_load.c, TLS with client certificates) drives both KMIP servers; wrk drives the HTTPS get."
+    )
 
 
 def _vault_verdict(data: dict[str, Any]) -> str:

@@ -62,6 +62,10 @@ class Metrics:
             ["cert"],
             registry=self.registry,
         )
+        self.kmip = Counter(
+            "strongroom_kmip_items", "KMIP batch items (and messages refused whole) answered", ["operation", "result"],
+            registry=self.registry,
+        )  # fmt: skip
         self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}  # labels() looked up once per series
 
     def observe(self, scope: Scope, status: int, seconds: float) -> None:
@@ -179,11 +183,18 @@ class Documents:
         return bytes(generate_latest(metrics.registry))
 
 
-def create_app(service: Service, link: WriterLink, agent: NodeAgent | None = None, reloader: Reloader | None = None) -> ASGIApp:
+def create_app(
+    service: Service,
+    link: WriterLink,
+    agent: NodeAgent | None = None,
+    reloader: Reloader | None = None,
+    metrics: Metrics | None = None,
+) -> ASGIApp:
     """The server's ASGI app: the Vault API's paths to vault/http.py, every other to the deposit
-    API's pipeline (front.py); each request's action runs in the writer process through ``link``."""
+    API's pipeline (front.py); each request's action runs in the writer process through ``link``.
+    ``metrics``: this process's, shared with its KMIP listener."""
     limit = service.config.deposit_limit * 4 // 3 + 65536
-    metrics = Metrics()
+    metrics = metrics or Metrics()
     deposits = DepositFront(service, link, limit, agent)
 
     async def in_writer(raw_path: str, req: VaultRequest, checked: Checked | None) -> VaultOutcome:

@@ -166,7 +166,7 @@ def _worker(
 ) -> None:
     import uvicorn
 
-    from strongroom.server.api import REQUEST_TIMEOUT, create_app
+    from strongroom.server.api import REQUEST_TIMEOUT, Metrics, create_app
     from strongroom.server.httpproto import bounded_protocol
     from strongroom.server.messages import frame_limit
     from strongroom.server.nodes import NodeAgent
@@ -188,7 +188,8 @@ def _worker(
     context = tls.server_context(data.tls)
     reloader = Reloader(context, data.tls)
     signal.signal(signal.SIGHUP, lambda _s, _f: reloader.check("SIGHUP"))
-    app = create_app(service, link, agent, reloader)
+    metrics = Metrics()
+    app = create_app(service, link, agent, reloader, metrics)
     uconfig = uvicorn.Config(
         app,
         log_level=log_level,
@@ -220,6 +221,7 @@ def _worker(
             timeout=config.body_timeout,
             per_client=config.kmip_connections_per_client,
             reloader=kmip_reloader,
+            count=lambda op, result: metrics.kmip.labels(op, result).inc(),
         )
 
     def say_serving() -> None:

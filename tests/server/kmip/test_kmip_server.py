@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from strongroom.server.kmip import tags as t
@@ -285,6 +286,10 @@ def test_audit_and_listing(kmip: dict[str, Any], conn_a: Raw) -> None:
     assert ("kmip.create", "ok") in mine and ("kmip.get", "ok") in mine
     text = json.dumps(entries)
     assert key.hex() not in text and base64.b64encode(key).decode() not in text  # no key material in the log
+    assert results(conn_a.call(on(t.OP_GET, "no-such")))[0][1] == t.ITEM_NOT_FOUND
+    metrics = httpx.get(kmip["srv"].url + "/metrics", verify=str(kmip["d"].data.ca_file)).text
+    assert 'strongroom_kmip_items_total{operation="get",result="success"}' in metrics
+    assert 'strongroom_kmip_items_total{operation="get",result="item_not_found"}' in metrics
 
 
 def test_revoked_client_is_refused_at_once(kmip: dict[str, Any], tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import logging
 import socket
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,9 @@ class Listener:
         timeout: float = 10.0,
         per_client: int = 32,
         reloader: Any = None,
+        count: Callable[[str, str], None] | None = None,
     ) -> None:
+        self.count = count or (lambda op, result: None)  # /metrics: (operation, "success" or the reason)
         self.reloader = reloader  # tlsreload.Reloader of ``ctx``: a renewed server.pem is looked for as connections come
         self._looked = time.monotonic()
         self.link = link
@@ -112,7 +114,17 @@ class Listener:
             await frames.read_message(reader, self.timeout, idle=self.timeout)
         except (frames.FrameError, EOFError):
             return
-        await self._send(writer, protocol.refusal(protocol.Refusal(reason, message)))
+        await self._send(writer, self._refusal(protocol.Refusal(reason, message)))
+
+    def _counted(self, outcomes: Sequence[protocol.Outcome]) -> Sequence[protocol.Outcome]:
+        for op, _, status, reason, _, _ in outcomes:
+            name = t.OPERATION_NAMES.get(op, "other") if op is not None else "message"
+            self.count(name, "success" if status == t.SUCCESS else t.REASON_NAMES.get(reason, "other"))
+        return outcomes
+
+    def _refusal(self, r: protocol.Refusal) -> bytes:
+        self.count("message", t.REASON_NAMES.get(r.reason, "other"))
+        return protocol.refusal(r)
 
     async def _send(self, writer: asyncio.StreamWriter, data: bytes) -> None:
         writer.write(data)
@@ -127,12 +139,12 @@ class Listener:
             except (EOFError, frames.IdleTimeout):
                 return
             except frames.FrameError as e:
-                await self._send(writer, protocol.refusal(protocol.Refusal(t.INVALID_MESSAGE, str(e))))
+                await self._send(writer, self._refusal(protocol.Refusal(t.INVALID_MESSAGE, str(e))))
                 return
             try:
                 req = protocol.parse(raw)
             except protocol.Refusal as r:
-                await self._send(writer, protocol.refusal(r))
+                await self._send(writer, self._refusal(r))
                 continue
             await self._send(writer, await self._run(client_id, req))
 
@@ -143,10 +155,10 @@ class Listener:
             results = await self.link.call("kmip", None, msg)
         except ApiError as e:  # the writer or the database is not there: every item fails, the connection stays
             failed = [(op, bid, t.OPERATION_FAILED, t.GENERAL_FAILURE, e.message, b"") for op, bid, _ in req.items]
-            return protocol.response(version, failed, req.max_response)
+            return protocol.response(version, self._counted(failed), req.max_response)
         outcomes: list[protocol.Outcome] = []
         if len(results) == 1 and results[0][1] == t.AUTHENTICATION_NOT_SUCCESSFUL:
-            return protocol.response(version, [(None, None, *results[0])])
+            return protocol.response(version, self._counted([(None, None, *results[0])]))
         for (op, bid, _), (status, reason, message, payload) in zip(req.items, results, strict=False):
             outcomes.append((op, bid, status, reason, message, payload))
-        return protocol.response(version, outcomes, req.max_response)
+        return protocol.response(version, self._counted(outcomes), req.max_response)

@@ -111,6 +111,14 @@ OP_ADD_ATTRIBUTE, OP_MODIFY_ATTRIBUTE, OP_DELETE_ATTRIBUTE = 0x0D, 0x0E, 0x0F
 OP_ACTIVATE, OP_REVOKE, OP_DESTROY, OP_QUERY = 0x12, 0x13, 0x14, 0x18
 OP_DISCOVER_VERSIONS, OP_ENCRYPT, OP_DECRYPT, OP_SET_ATTRIBUTE = 0x1E, 0x1F, 0x20, 0x31
 
+OPERATION_NAMES = {
+    OP_CREATE: "create", OP_REGISTER: "register", OP_REKEY: "rekey", OP_LOCATE: "locate", OP_GET: "get",
+    OP_GET_ATTRIBUTES: "get_attributes", OP_GET_ATTRIBUTE_LIST: "get_attribute_list", OP_ADD_ATTRIBUTE: "add_attribute",
+    OP_MODIFY_ATTRIBUTE: "modify_attribute", OP_DELETE_ATTRIBUTE: "delete_attribute", OP_ACTIVATE: "activate",
+    OP_REVOKE: "revoke", OP_DESTROY: "destroy", OP_QUERY: "query", OP_DISCOVER_VERSIONS: "discover_versions",
+    OP_ENCRYPT: "encrypt", OP_DECRYPT: "decrypt", OP_SET_ATTRIBUTE: "set_attribute",
+}  # fmt: skip
+
 # result status and reasons
 SUCCESS, OPERATION_FAILED = 0x0, 0x1
 ITEM_NOT_FOUND = 0x01
@@ -127,6 +135,14 @@ PERMISSION_DENIED = 0x0C
 INDEX_OUT_OF_BOUNDS = 0x0E
 KEY_FORMAT_TYPE_NOT_SUPPORTED = 0x10
 GENERAL_FAILURE = 0x100
+REASON_NAMES = {
+    ITEM_NOT_FOUND: "item_not_found", RESPONSE_TOO_LARGE: "response_too_large",
+    AUTHENTICATION_NOT_SUCCESSFUL: "authentication_not_successful", INVALID_MESSAGE: "invalid_message",
+    OPERATION_NOT_SUPPORTED: "operation_not_supported", MISSING_DATA: "missing_data", INVALID_FIELD: "invalid_field",
+    FEATURE_NOT_SUPPORTED: "feature_not_supported", CRYPTOGRAPHIC_FAILURE: "cryptographic_failure",
+    ILLEGAL_OPERATION: "illegal_operation", PERMISSION_DENIED: "permission_denied", INDEX_OUT_OF_BOUNDS: "index_out_of_bounds",
+    KEY_FORMAT_TYPE_NOT_SUPPORTED: "key_format_type_not_supported", GENERAL_FAILURE: "general_failure",
+}  # fmt: skip
 
 # object types
 CERTIFICATE, SYMMETRIC_KEY_TYPE, SECRET_DATA_OBJECT, OPAQUE_DATA_OBJECT = 0x01, 0x02, 0x07, 0x08
