@@ -50,6 +50,15 @@ def test_kmip_cert_ls_rm_and_sealed(tmp_path: Path) -> None:
         listing = cli("ls", env=env).stdout.decode()
         assert f"kmip-{uid}" in listing and "SymmetricKey Pre-Active" in listing
 
+        def material() -> bytes:
+            got = results(conn.call((t.OP_GET, s(t.REQUEST_PAYLOAD, txt(t.UNIQUE_IDENTIFIER, uid)))))[0][2]
+            return bytes(got.find(t.SYMMETRIC_KEY).find(t.KEY_BLOCK).find(t.KEY_VALUE).need(t.KEY_MATERIAL, t.BYTES))  # type: ignore[union-attr]
+
+        key = material()
+        assert cli("get", f"kmip-{uid}", env=env).stdout == key  # a deposit like any other to its owner
+        assert cli("put", f"kmip-{uid}", "-", env=env, input=b"not the key").returncode == 0
+        assert material() == key  # KMIP's value never changes under its identifier
+
         d.admin().seal()  # sealed: an answer with a reason, the connection kept
         get = (t.OP_GET, s(t.REQUEST_PAYLOAD, txt(t.UNIQUE_IDENTIFIER, uid)))
         out_sealed = results(conn.call(get))

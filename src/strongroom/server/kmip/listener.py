@@ -153,8 +153,13 @@ class Listener:
         version = (req.major, req.minor)
         try:
             results = await self.link.call("kmip", None, msg)
-        except ApiError as e:  # the writer or the database is not there: every item fails, the connection stays
-            failed = [(op, bid, t.OPERATION_FAILED, t.GENERAL_FAILURE, e.message, b"") for op, bid, _ in req.items]
+        except (ApiError, m.WriterInternalError) as e:
+            # the writer or the database is not there, or the action failed and was rolled back
+            # whole: every item fails, the connection stays
+            why = e.message if isinstance(e, ApiError) else "internal error; the operator has the server's log"
+            if not isinstance(e, ApiError):
+                log.error("KMIP request of client %s failed in the writer: %s", client_id, e)
+            failed = [(op, bid, t.OPERATION_FAILED, t.GENERAL_FAILURE, why, b"") for op, bid, _ in req.items]
             return protocol.response(version, self._counted(failed), req.max_response)
         outcomes: list[protocol.Outcome] = []
         if len(results) == 1 and results[0][1] == t.AUTHENTICATION_NOT_SUCCESSFUL:

@@ -226,7 +226,7 @@ class Engine:
             )
         if row.object_type == t.SECRET_DATA_OBJECT and asked not in (None, t.RAW, t.OPAQUE):
             raise self._denied(ctx, "get", row, Fail(t.KEY_FORMAT_TYPE_NOT_SUPPORTED, "secret data is given Raw or Opaque"))
-        data = self.service.deposits.retrieve(ctx, row.deposit, row.deposit.latest_version, "kmip.get", target(row))
+        data = self.service.deposits.retrieve(ctx, row.deposit, rows.VALUE_VERSION, "kmip.get", target(row))
         return s(
             t.RESPONSE_PAYLOAD,
             e(t.OBJECT_TYPE, row.object_type),
@@ -362,9 +362,7 @@ class Engine:
             if mask is not None and not mask.value & bit:
                 raise Fail(t.PERMISSION_DENIED, f"the key's usage mask does not allow {op}")
             params = cipher.Params(p.find(t.CRYPTOGRAPHIC_PARAMETERS) or a.first(row.attrs, "Cryptographic Parameters"))
-            key = self.service.deposits.barrier.read_version(
-                ctx.tx, row.deposit.id, row.deposit.owner_id, row.deposit.latest_version
-            )
+            key = self.service.deposits.barrier.read_version(ctx.tx, row.deposit.id, row.deposit.owner_id, rows.VALUE_VERSION)
         except Fail as f:
             raise self._denied(ctx, op, row, f) from None
         except aead.DecryptionError:

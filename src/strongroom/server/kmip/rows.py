@@ -14,6 +14,9 @@ from strongroom.server.repository import DepositRow
 from strongroom.server.storage import Tx
 
 STATE_NAMES = {1: "Pre-Active", 2: "Active", 3: "Deactivated", 4: "Compromised", 5: "Destroyed", 6: "Destroyed Compromised"}
+# An object's value is its deposit's first version, for good: KMIP never changes a value under
+# its identifier, so a later put on the deposit (its owner may) does not reach KMIP's answers.
+VALUE_VERSION = 1
 TYPE_NAMES = {2: "SymmetricKey", 7: "SecretData", 8: "OpaqueObject"}  # by KMIP object type
 PREFIX = "kmip-"  # the deposit name of object UID is PREFIX + UID (a deposit name: policy, get and rm work on it)
 
