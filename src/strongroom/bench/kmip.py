@@ -18,14 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-
 from strongroom.bench import load, peers
 from strongroom.bench.keyserver import Strongroom
-from strongroom.client import Client
+from strongroom.client import kmipcert
 from strongroom.server.kmip import tags as t
 from strongroom.server.kmip.ttlv import Item, decode, e, encode, i, s, txt
 
@@ -40,19 +35,6 @@ def build_generator(out_dir: Path) -> Path:
     exe = out_dir / "kmip_load"
     subprocess.run([cc, "-O2", "-o", str(exe), str(C_LOAD), "-lssl", "-lcrypto", "-lpthread"], check=True)
     return exe
-
-
-def client_files(client: Client, out: Path) -> Files:
-    """A KMIP client certificate for ``client``, its key made here (as `strongroom kmip cert`)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    csr = x509.CertificateSigningRequestBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bench")]))
-    got = client.kmip_certificate(csr.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM).decode())
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "client.pem").write_text(got["certificate"])
-    (out / "ca.pem").write_text(got["ca"])
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    (out / "client-key.pem").write_bytes(pem)
-    return out / "client.pem", out / "client-key.pem", out / "ca.pem"
 
 
 def message(op: int, payload: Item) -> bytes:
@@ -119,7 +101,8 @@ def run(
         try:
             peer = peers.PyKmip(tmp / "pykmip", bin_dir)
             assert s_.kmip is not None
-            ours = _Kmip("strongroom", s_.kmip, client_files(s_.client, tmp / "ours"), s_.pids, tmp)
+            kmipcert.issue(s_.client, tmp / "ours")
+            ours = _Kmip("strongroom", s_.kmip, kmipcert.files(tmp / "ours"), s_.pids, tmp)
             theirs = _Kmip("pykmip", peer.address, peer.client_files("bench"), peer.pids, tmp)
             s_.client.put("bench32", b"k" * 32)
             rows = []

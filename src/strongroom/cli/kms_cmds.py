@@ -61,34 +61,15 @@ def kmip_cert(out_dir: Path, key_type: str, days: int, profile: Path | None, ser
     Example:
       strongroom kmip cert --out /etc/mongodb/kmip
     """
-    import os
+    from strongroom.client import errors, kmipcert
 
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec, rsa
-    from cryptography.x509.oid import NameOID
-
-    from strongroom.client import errors
-
-    key: Any = ec.generate_private_key(ec.SECP256R1()) if key_type == "ec" else rsa.generate_private_key(65537, 3072)
-    csr = x509.CertificateSigningRequestBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kmip")]))
-    csr_pem = csr.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM).decode()
     client = open_client(profile, servers)
     try:
-        out = client.kmip_certificate(csr_pem, days)
+        out = kmipcert.issue(client, out_dir, key_type, days)
     except errors.StrongroomError as e:
         raise CliError(f"no certificate: {e}") from None
-    finally:
-        client.close()
-    try:
-        out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        key_path = out_dir / "client-key.pem"
-        fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            pkcs8 = serialization.PrivateFormat.PKCS8
-            f.write(key.private_bytes(serialization.Encoding.PEM, pkcs8, serialization.NoEncryption()))
-        (out_dir / "client.pem").write_text(out["certificate"])
-        (out_dir / "ca.pem").write_text(out["ca"])
     except OSError as e:
         raise CliError(f"cannot write into {out_dir}: {e.strerror or e}") from None
+    finally:
+        client.close()
     click.echo(f"KMIP certificate for client {out['client_id']} (until {out['not_after']}) in {out_dir}")

@@ -9,27 +9,16 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-
+from strongroom.client import kmipcert
 from strongroom.client.client import Client
 from strongroom.server.kmip import tags as t
 from strongroom.server.kmip.ttlv import Item, decode, e, encode, i, s
 
 
 def issue(client: Client, out: Path) -> tuple[Path, Path, Path]:
-    """(cert, key, ca) files for ``client``."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    csr = x509.CertificateSigningRequestBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "x")]))
-    got = client.kmip_certificate(csr.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM).decode())
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "client.pem").write_text(got["certificate"])
-    (out / "ca.pem").write_text(got["ca"])
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    (out / "client-key.pem").write_bytes(pem)
-    return out / "client.pem", out / "client-key.pem", out / "ca.pem"
+    """(cert, key, ca) files for ``client``, as `strongroom kmip cert` makes them."""
+    kmipcert.issue(client, out)
+    return kmipcert.files(out)
 
 
 class Raw:
