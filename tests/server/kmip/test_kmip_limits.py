@@ -68,22 +68,12 @@ def test_bad_frames_are_answered_and_closed(bounded: dict[str, Any]) -> None:
     srv = bounded["srv"]
     workers = [p for p in srv.pids() if p != srv.proc.pid]
     before = {p: rss_kib(p) for p in workers}
-    cases = {
+    unreadable = {  # the stream's framing is lost: answered, then closed
         "100 MB length": bytes.fromhex("42007801") + struct.pack(">I", 100 * 1024 * 1024) + b"\0" * 64,
         "not a request": bytes.fromhex("42007b01") + struct.pack(">I", 8) + b"\0" * 8,
         "odd length": bytes.fromhex("42007801") + struct.pack(">I", 12) + b"\0" * 16,
-        "unknown type": bytes.fromhex("42007801") + struct.pack(">I", 16) + bytes.fromhex("4200770f00000000") + b"\0" * 8,
-        "foreign tag": bytes.fromhex("42007801")
-        + struct.pack(">I", 16)
-        + bytes.fromhex("99000102")
-        + struct.pack(">I", 4)
-        + b"\0" * 8,
     }
-    nested = b""
-    for _ in range(20):
-        nested = bytes.fromhex("42007701") + struct.pack(">I", len(nested)) + nested
-    cases["20 levels deep"] = bytes.fromhex("42007801") + struct.pack(">I", len(nested)) + nested
-    for name, data in cases.items():
+    for name, data in unreadable.items():
         conn = Raw(srv.kmip, bounded["files"])
         try:
             conn.send(data)
@@ -92,6 +82,26 @@ def test_bad_frames_are_answered_and_closed(bounded: dict[str, Any]) -> None:
             raise AssertionError(name) from err
         finally:
             conn.close()
+    nested = b""
+    for _ in range(20):
+        nested = bytes.fromhex("42007701") + struct.pack(">I", len(nested)) + nested
+    whole_but_bad = {  # read whole, so the stream is in step: answered, and the connection serves on
+        "unknown type": bytes.fromhex("42007801") + struct.pack(">I", 16) + bytes.fromhex("4200770f00000000") + b"\0" * 8,
+        "foreign tag": bytes.fromhex("42007801")
+        + struct.pack(">I", 16)
+        + bytes.fromhex("99000102")
+        + struct.pack(">I", 4)
+        + b"\0" * 8,
+        "20 levels deep": bytes.fromhex("42007801") + struct.pack(">I", len(nested)) + nested,
+    }
+    conn = Raw(srv.kmip, bounded["files"])
+    try:
+        for name, data in whole_but_bad.items():
+            conn.send(data)
+            assert results(conn.receive())[0][:2] == (t.OPERATION_FAILED, t.INVALID_MESSAGE), name
+        assert results(conn.call((t.OP_DISCOVER_VERSIONS, None)))[0][0] == t.SUCCESS
+    finally:
+        conn.close()
     grown = max(rss_kib(p) - before[p] for p in workers)
     assert grown < 50 * 1024, f"a worker grew by {grown} KiB"  # a 100 MB buffer would show
     alive(bounded)

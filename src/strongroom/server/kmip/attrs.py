@@ -8,6 +8,7 @@ byte by Locate, retagged on the way out."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from strongroom.server.kmip import tags as t
@@ -89,8 +90,15 @@ def value_of(name: str, item: Item, private: bool = False) -> Attr:
     return name, raw
 
 
+@functools.lru_cache(maxsize=8192)
+def _decoded(raw: bytes) -> Item:
+    """A stored value decoded, once: objects are read far more often than changed (the items
+    are shared, and never changed in place)."""
+    return decode(raw)
+
+
 def item_of(attr: Attr, tag: int) -> Item:
-    value = decode(attr[1])
+    value = _decoded(attr[1])
     return Item(tag, value.kind, value.value)
 
 
@@ -173,7 +181,7 @@ def reference(name: str, v2: bool) -> Item:
 def first(attrs: list[Attr], name: str) -> Item | None:
     for a in attrs:
         if a[0] == name:
-            return decode(a[1])
+            return _decoded(a[1])
     return None
 
 

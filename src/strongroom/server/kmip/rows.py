@@ -4,6 +4,7 @@ barrier alone."""
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -31,8 +32,15 @@ class KmipRow:
     created: float
 
 
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str) -> tuple[Attr, ...]:
+    return tuple((str(n), bytes.fromhex(v)) for n, v in json.loads(text))
+
+
 def _attrs(text: str) -> list[Attr]:
-    return [(str(n), bytes.fromhex(v)) for n, v in json.loads(text)]
+    """An object's attributes from their column, parsed once per distinct text (an object is
+    read far more often than it changes)."""
+    return list(_parsed(text))
 
 
 def attrs_text(attrs: list[Attr]) -> str:

@@ -1,6 +1,13 @@
-"""TTLV as a tree: a message that frames.py found within bounds, decoded into ``Item``s, and
-items encoded back.  The tree knows types, not meanings; the operations (ops.py) read it by
-tag.  Decoding errors are ``Malformed`` (answered as KMIP's Invalid Message)."""
+"""TTLV as a tree: a message (its size already bounded by frames.py) decoded into ``Item``s in
+one walk that also holds it to its bounds, and items encoded back.
+
+A TTLV item is a 3-byte tag, a 1-byte type, a 4-byte big-endian length and the value, padded to
+a multiple of 8 bytes; a structure's value is a run of items.  A peer controls every length, so
+the walk checks that each item fits its parent, that fixed-size types have their size, that
+padding is zero, that tags are KMIP's (0x42....) or extensions (0x54....), and that nesting
+(16) and the item count (10,000) stay within bounds.  The tree knows types, not meanings; the
+operations (ops.py) read it by tag.  Every refusal is ``Malformed`` (answered as KMIP's Invalid
+Message)."""
 
 from __future__ import annotations
 
@@ -51,60 +58,81 @@ class Item:
         return v
 
 
+MAX_DEPTH = 16
+MAX_ITEMS = 10_000
+_HEAD = struct.Struct(">II")  # (tag << 8 | type, length)
+_UNPACK = {kind: struct.Struct(fmt) for kind, fmt in _INTS.items()}
+_ZERO = bytes(8)
+
+
 def decode(data: bytes) -> Item:
-    """The one item ``data`` holds (a whole message, already checked by frames.validate)."""
-    item, end = _decode(memoryview(data), 0, 0)
+    """The one item ``data`` holds, within the bounds; Malformed otherwise."""
+    count = [0]
+    item, end = _decode(memoryview(data), 0, len(data), 0, count)
     if end != len(data):
         raise Malformed("bytes after the message")
     return item
 
 
-def _decode(buf: memoryview, pos: int, depth: int) -> tuple[Item, int]:
-    if depth > 32:  # frames.py allows 16; a second bound so this walk never meets Python's
-        raise Malformed("nested too deep")
-    if pos + 8 > len(buf):
-        raise Malformed("an item's header runs past the message")
-    tag = int.from_bytes(buf[pos : pos + 3], "big")
-    kind = buf[pos + 3]
-    length = struct.unpack_from(">I", buf, pos + 4)[0]
-    start, end = pos + 8, pos + 8 + length
-    if end > len(buf):
-        raise Malformed("an item runs past the message")
-    raw = buf[start:end]
+def _decode(buf: memoryview, pos: int, limit: int, depth: int, count: list[int]) -> tuple[Item, int]:
+    if pos + 8 > limit:
+        raise Malformed("an item's header runs past its structure")
+    head, length = _HEAD.unpack_from(buf, pos)
+    tag, kind = head >> 8, head & 0xFF
+    count[0] += 1
+    if count[0] > MAX_ITEMS:
+        raise Malformed(f"more than {MAX_ITEMS} items in one message")
+    if tag >> 16 not in (0x42, 0x54):
+        raise Malformed(f"tag 0x{tag:06x} is not a KMIP tag")
+    start = pos + 8
+    end = start + length
+    padded = start + ((length + 7) & ~7)
+    if padded > limit:
+        raise Malformed("an item runs past its structure")
     value: Any
     if kind == t.STRUCTURE:
+        if length % 8:
+            raise Malformed("a structure's length is a multiple of 8")
+        if depth >= MAX_DEPTH:
+            raise Malformed(f"structures nested deeper than {MAX_DEPTH}")
         children, p = [], start
         while p < end:
-            child, p = _decode(buf, p, depth + 1)
+            child, p = _decode(buf, p, end, depth + 1, count)
             children.append(child)
-        if p != end:
-            raise Malformed("a structure's items overrun it")
-        value = children
-    elif kind in _INTS:
-        if length != struct.calcsize(_INTS[kind]):
-            raise Malformed("an integer of the wrong size")
-        value = struct.unpack(_INTS[kind], raw)[0]
+        return Item(tag, kind, children), end
+    if buf[end:padded] != _ZERO[: padded - end]:
+        raise Malformed("padding that is not zero")
+    unpack = _UNPACK.get(kind)
+    if unpack is not None:
+        if length != unpack.size:
+            raise Malformed(f"an item of type 0x{kind:02x} has {length} bytes, not {unpack.size}")
+        value = unpack.unpack_from(buf, start)[0]
     elif kind == t.BOOL:
-        value = int.from_bytes(raw, "big")
-        if length != 8 or value not in (0, 1):
+        if length != 8:
+            raise Malformed(f"an item of type 0x{kind:02x} has {length} bytes, not 8")
+        flag = int.from_bytes(buf[start:end], "big")
+        if flag not in (0, 1):
             raise Malformed("a boolean that is neither 0 nor 1")
-        value = bool(value)
+        value = bool(flag)
     elif kind == t.TEXT:
         try:
-            value = bytes(raw).decode("utf-8")
+            value = str(buf[start:end], "utf-8")
         except UnicodeDecodeError:
             raise Malformed("a text string that is not UTF-8") from None
-    elif kind in (t.BYTES, t.BIG):
-        value = bytes(raw)
+    elif kind == t.BYTES:
+        value = bytes(buf[start:end])
+    elif kind == t.BIG:
+        if length % 8:
+            raise Malformed("a big integer's length is a multiple of 8")
+        value = bytes(buf[start:end])
     else:
-        raise Malformed(f"item type {kind} is not KMIP's")
-    return Item(tag, kind, value), start + ((length + 7) & ~7)
+        raise Malformed(f"item type 0x{kind:02x} is not a KMIP type")
+    return Item(tag, kind, value), padded
 
 
 PRE_ENCODED = 0  # an Item whose value is already its whole TTLV (a payload the writer encoded)
 
 
-_HEAD = struct.Struct(">II")  # (tag << 8 | type, length)
 _PACK = {kind: struct.Struct(fmt).pack for kind, fmt in _INTS.items()}
 _PADS = [b"\0" * n for n in range(8)]
 _TRUE, _FALSE = struct.pack(">Q", 1), struct.pack(">Q", 0)
