@@ -1,6 +1,7 @@
 """A fault that cannot be caused for real: the writer's action failing unexpectedly (a bug) or
 the writer process being away.  The listener still answers every item with General Failure and
-keeps the connection; the writer's link is the one stub here."""
+keeps the connection; the writer's link is the one stub here.  And KMIP's bounds in config.json
+are refused at load when they are not numbers in range."""
 
 from __future__ import annotations
 
@@ -36,3 +37,22 @@ def test_every_item_answered_when_the_writer_fails(error: Exception) -> None:
     out = results(decode(asyncio.run(listener._run("a" * 32, req))))
     assert [(st, r) for st, r, _ in out] == [(t.OPERATION_FAILED, t.GENERAL_FAILURE)] * 2
     assert counted == [("get", "general_failure"), ("create", "general_failure")]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"kmip_connections_per_client": 0},
+        {"kmip_connections_per_client": True},
+        {"kmip_connections_per_client": 2.5},
+        {"kmip_idle_timeout": 0},
+        {"kmip_idle_timeout": "300"},
+        {"kmip_idle_timeout": float("nan")},
+    ],
+)
+def test_kmip_bounds_in_config_are_checked_at_load(bad: dict[str, Any]) -> None:
+    from strongroom.server.datadir import ServerConfig
+
+    with pytest.raises(ValueError, match="kmip_"):
+        ServerConfig(db_url="sqlite:///x", **bad)
+    assert ServerConfig(db_url="sqlite:///x", kmip_idle_timeout=5, kmip_connections_per_client=1).kmip_idle_timeout == 5
