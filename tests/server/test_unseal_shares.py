@@ -20,6 +20,14 @@ def _eventually(check: Callable[[], bool], timeout: float = 15) -> None:
     eventually(check, timeout)
 
 
+def _audit_readable(admin: Client) -> bool:
+    try:
+        admin.audit_tail(-1, 1)
+    except Sealed:
+        return False
+    return True
+
+
 @pytest.fixture
 def split(tmp_path: Path, db_url: str | None) -> Iterator[Deployment]:
     d = Deployment(tmp_path, db_url, unlock=barrier.Unlock(), key_shares=3, key_threshold=2)
@@ -105,6 +113,9 @@ def test_two_admins_each_give_a_share(split: Deployment, tmp_path: Path) -> None
     assert cli(*base, "--share-file", str(first)).returncode == 0  # the first admin's share
     r = cli("server", "unseal", "--profile", str(alice), "--share-file", str(second))  # alice's, from her profile
     assert r.returncode == 0 and r.stdout.strip() == b"unsealed", r.stderr
+    # the process that combined the shares is unsealed at once; the writer (the audit tail runs
+    # there) takes its grant at its next tick
+    _eventually(lambda: admin.seal_status()["sealed"] is False and _audit_readable(admin))
     last = [e for e in admin.audit_tail(-1, 200) if e["action"] == "unseal"][-1]
     alice_id = json.loads((alice / "profile.json").read_text())["client_id"]
     assert sorted(last["detail"]["given_by"]) == sorted([admin.client_id, alice_id])
