@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from strongroom.bench.peers import free_port
 from strongroom.fs.volume import init_volume
 from tests.serverproc import Deployment, cli
 
@@ -112,7 +113,9 @@ def test_the_server_unit_execstart_notifies_when_it_serves(units: Path, tmp_path
     (tmp_path / "srv").mkdir()
     d = Deployment(tmp_path / "srv", None)
     unit = _unit(units / "strongroom.service")
-    env = _environment(unit, STRONGROOM_DATA=str(d.data.path), STRONGROOM_LISTEN="127.0.0.1:0")
+    kmip = free_port()
+    options = f"--kmip-listen 127.0.0.1:{kmip}"  # STRONGROOM_OPTIONS, as server.env would set it
+    env = _environment(unit, STRONGROOM_DATA=str(d.data.path), STRONGROOM_LISTEN="127.0.0.1:0", STRONGROOM_OPTIONS=options)
     notify = Notify(tmp_path)
     argv = _command(unit["ExecStart"][0], env)
     assert argv[0] == str(BIN / "strongroom")
@@ -123,6 +126,7 @@ def test_the_server_unit_execstart_notifies_when_it_serves(units: Path, tmp_path
         url = msg["STATUS"].removeprefix("serving on ")
         health = httpx.get(url + "/health", verify=str(d.data.ca_file)).json()
         assert health["sealed"] is True  # a passphrase seal starts sealed under systemd
+        socket.create_connection(("127.0.0.1", kmip), timeout=5).close()  # KMIP listens too
         reload = _command(unit["ExecReload"][0].replace("$MAINPID", str(proc.pid)), env)
         subprocess.run(reload, check=True)
         time.sleep(0.5)
