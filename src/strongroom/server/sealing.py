@@ -182,20 +182,17 @@ class Sealing:
         try:
             with self.store.exclusive() as tx:
                 progress = collector.add(tx, "unseal", info.index, info.text, actor)
-                texts = collector.take(tx, "unseal", config.threshold) if progress >= config.threshold else None
+                claimed = collector.claim(tx, "unseal", config.threshold) if progress >= config.threshold else None
         except DuplicateShare as e:
             self._refuse(actor, "unseal", BadRequest(str(e)), "duplicate share")
         log.info("unseal share %d of %d given (client %s)", progress, config.threshold, actor)
-        if texts is None:
+        if claimed is None:
             if self.barrier.sealed:
                 self._hold_for_audit(actor, "unseal.share", "ok", progress=progress, threshold=config.threshold)
             return {**self.status(agent), "changed": False}
-        return self._combine(actor, epoch, config, texts, agent)
+        return self._combine(actor, epoch, config, *claimed)
 
-    def _combine(self, actor: str, epoch: int, config: SealConfig, texts: list[str], agent: NodeAgent) -> dict[str, Any]:
-        with self.store.exclusive() as tx:
-            givers = ShareCollector(agent).givers(tx, "unseal")
-            ShareCollector(agent).reset(tx, "unseal")  # used or refused: never twice
+    def _combine(self, actor: str, epoch: int, config: SealConfig, texts: list[str], givers: list[str]) -> dict[str, Any]:
         return self._unseal_with(actor, epoch, config, barrier_mod.Unlock(shares=tuple(texts)), given_by=givers)
 
     def _unseal_with(
@@ -233,10 +230,10 @@ class Sealing:
         with self.store.exclusive() as tx:
             config = barrier_mod.seal_config(tx)
             epoch = int(repo.get_meta(tx, "seal_epoch") or "1")
-            texts = ShareCollector(agent).take(tx, "unseal", config.threshold) if config.shares else None
-        if texts is not None:
+            claimed = ShareCollector(agent).claim(tx, "unseal", config.threshold) if config.shares else None
+        if claimed is not None:
             try:
-                self._combine("shares", epoch, config, texts, agent)
+                self._combine("shares", epoch, config, *claimed)
             except ApiError as e:
                 log.error("the shares given do not unseal this server: %s", e)
             return
@@ -365,6 +362,9 @@ class Rekeying:
         n, m = int(pending["shares"]), int(pending["threshold"])
 
         def rekey(tx: Tx, aw: audit_mod.AuditWriter) -> list[str]:
+            now = self._pending(tx)  # two last shares given at once to two processes: one finishes
+            if now is None or not hmac.compare_digest(now["nonce"], pending["nonce"]):
+                raise BadRequest("this rekey has finished already")
             ShareCollector(agent).reset(tx, "rekey")
             repo.set_meta(tx, "rekey_pending", "")
             if not self.s.barrier.proves(tx, barrier_mod.Unlock(shares=tuple(texts))):

@@ -92,6 +92,16 @@ class ShareCollector:
                 continue  # not sealed to this process's key (a forged row): never combined
         return out if len(out) >= threshold else None
 
+    def claim(self, tx: Tx, purpose: str, threshold: int) -> tuple[list[str], list[str]] | None:
+        """``take``, and in the same transaction forget every share given (used or refused:
+        never twice), so that of two processes that could combine, one does: (shares, givers)."""
+        texts = self.take(tx, purpose, threshold)
+        if texts is None:
+            return None
+        givers = self.givers(tx, purpose)
+        self.reset(tx, purpose)
+        return texts, givers
+
     def givers(self, tx: Tx, purpose: str) -> list[str]:
         rows = tx.all("SELECT DISTINCT given_by FROM pending_shares WHERE purpose = ? ORDER BY given_by", purpose)
         return [str(r[0]) for r in rows]
