@@ -51,9 +51,13 @@ def write_synced(path: str | os.PathLike[str], data: bytes, flags: int, mode: in
 
 
 def replace_file(path: Path, data: bytes, mode: int = 0o600) -> None:
-    """Replace ``path`` with ``data`` atomically and durably: a temporary file beside it, fsync'd,
-    renamed over it, and the directory fsync'd.  A crash leaves the old file or the new one."""
+    """Replace ``path`` with ``data`` atomically and durably: a new temporary file beside it,
+    fsync'd, renamed over it (a symlink at ``path`` is replaced, not followed), and the directory
+    fsync'd.  A crash leaves the old file or the new one."""
     tmp = path.with_name(path.name + ".tmp")
-    write_synced(tmp, data, os.O_TRUNC, mode)
+    # always a new file: whatever sits at the name (a crash's leftover, or a symlink or FIFO put
+    # there by whoever else can write the directory) is removed, never opened or followed
+    tmp.unlink(missing_ok=True)
+    write_synced(tmp, data, os.O_EXCL | os.O_NOFOLLOW, mode)
     os.replace(tmp, path)
     fsync_dir(path.parent)

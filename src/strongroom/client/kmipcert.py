@@ -1,10 +1,9 @@
 """A KMIP client certificate for this host: its key made here, a certificate request signed by
 it, sent over the client's signed API request, and the files a KMIP client is given written out
-(the key 0600, never replacing a symlink)."""
+(the key 0600), each replaced whole."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
+from strongroom import durable
 from strongroom.client.client import Client
 
 KEY, CERT, CA = "client-key.pem", "client.pem", "ca.pem"
@@ -27,11 +27,12 @@ def issue(client: Client, out_dir: Path, key_type: str = "ec", days: int = 365) 
     csr = x509.CertificateSigningRequestBuilder().subject_name(subject).sign(key, hashes.SHA256())
     out = client.kmip_certificate(csr.public_bytes(serialization.Encoding.PEM).decode(), days)
     out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(out_dir / KEY, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-    (out_dir / CERT).write_text(out["certificate"])
-    (out_dir / CA).write_text(out["ca"])
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    # each file new and renamed into place: a symlink or FIFO already at a name is replaced, never
+    # followed or opened, and a crash leaves each file whole (the old one or the new one)
+    durable.replace_file(out_dir / KEY, pem, 0o600)
+    durable.replace_file(out_dir / CERT, out["certificate"].encode(), 0o644)
+    durable.replace_file(out_dir / CA, out["ca"].encode(), 0o644)
     return out
 
 

@@ -6,6 +6,7 @@ dropped connection."""
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 
@@ -36,6 +37,17 @@ def test_kmip_cert_ls_rm_and_sealed(tmp_path: Path) -> None:
         cert = x509.load_pem_x509_certificate((out / "client.pem").read_bytes())
         assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == client_id
         assert (cert.not_valid_after_utc - cert.not_valid_before_utc).days in (29, 30)
+        # again, over a symlink and a FIFO planted where the files go: neither followed nor opened
+        victim = tmp_path / "victim"
+        victim.write_text("untouched")
+        (out / "client.pem").unlink()
+        (out / "client.pem").symlink_to(victim)
+        (out / "ca.pem").unlink()
+        os.mkfifo(out / "ca.pem")
+        r = cli("kmip", "cert", "--out", str(out), env=env, timeout=30)
+        assert r.returncode == 0, r.stderr
+        assert victim.read_text() == "untouched"
+        assert all((out / n).is_file() and not (out / n).is_symlink() for n in ("client.pem", "ca.pem", "client-key.pem"))
         r = cli("kmip", "cert", "--out", "/proc/no-such/kmip", env=env)
         lines = r.stderr.decode().strip().splitlines()
         assert r.returncode != 0 and len(lines) == 1 and lines[0].startswith("strongroom: error: cannot write"), r.stderr
