@@ -67,6 +67,14 @@ class Metrics:
             registry=self.registry,
         )  # fmt: skip
         self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}  # labels() looked up once per series
+        self._kmip: dict[tuple[str, str], Any] = {}
+
+    def kmip_item(self, operation: str, result: str) -> None:
+        """One answered KMIP batch item (bounded labels: operation and result names)."""
+        child = self._kmip.get((operation, result))
+        if child is None:
+            child = self._kmip[(operation, result)] = self.kmip.labels(operation, result)
+        child.inc()
 
     def observe(self, scope: Scope, status: int, seconds: float) -> None:
         """One answered request, by route template (``unmatched`` when no table route took it)."""

@@ -221,7 +221,7 @@ def _worker(
             timeout=config.body_timeout,
             per_client=config.kmip_connections_per_client,
             reloader=kmip_reloader,
-            count=lambda op, result: metrics.kmip.labels(op, result).inc(),
+            count=metrics.kmip_item,
         )
 
     def say_serving() -> None:

@@ -7,6 +7,7 @@ import ipaddress
 import os
 import ssl
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -112,24 +113,32 @@ def server_context(tls_dir: Path) -> ssl.SSLContext:
     return ctx
 
 
-def client_certificate(tls_dir: Path, name: str) -> tuple[Path, Path]:
-    """A TLS client certificate signed by this CA (for peers that insist on one, e.g. PyKMIP)."""
+def sign_client(tls_dir: Path, name: str, public_key: Any, days: int) -> x509.Certificate:
+    """A TLS client certificate from this CA naming ``name``, for ``public_key``."""
     ca_key = serialization.load_pem_private_key((tls_dir / "ca-key.pem").read_bytes(), password=None)
     ca = x509.load_pem_x509_certificate((tls_dir / "ca.pem").read_bytes())
     assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
-    key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.UTC)
-    cert = (
+    return (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
         .issuer_name(ca.subject)
-        .public_key(key.public_key())
+        .public_key(public_key)
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=30))
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
+
+
+def client_certificate(tls_dir: Path, name: str) -> tuple[Path, Path]:
+    """A TLS client certificate signed by this CA, its key made here (for peers that insist on
+    one, e.g. PyKMIP's server, and the tests)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = sign_client(tls_dir, name, key.public_key(), 30)
     cert_path, key_path = tls_dir / f"{name}.pem", tls_dir / f"{name}-key.pem"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     _write_private(key_path, key)

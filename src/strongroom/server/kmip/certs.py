@@ -6,15 +6,15 @@ access at once."""
 
 from __future__ import annotations
 
-import datetime
 from pathlib import Path
 from typing import Any
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from strongroom.server import tls
 from strongroom.server.ctx import Ctx
 from strongroom.server.errors import BadRequest, Refused
 from strongroom.server.identities import CLIENT_ID_RE
@@ -43,24 +43,8 @@ def issue(tls_dir: Path, ctx: Ctx, csr_pem: str, days: int) -> dict[str, Any]:
     except ValueError as e:
         ctx.audit.append(me.id, "kmip.cert", f"client:{me.id}", "denied", reason=str(e)[:200])
         raise Refused(BadRequest(str(e))) from None
-    ca_key = serialization.load_pem_private_key((tls_dir / "ca-key.pem").read_bytes(), password=None)
+    cert = tls.sign_client(tls_dir, me.id, key, days)
     ca_pem = (tls_dir / "ca.pem").read_bytes()
-    ca = x509.load_pem_x509_certificate(ca_pem)
-    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, me.id)]))
-        .issuer_name(ca.subject)
-        .public_key(key)
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
     ctx.audit.append(me.id, "kmip.cert", f"client:{me.id}", "ok", serial=format(cert.serial_number, "x"), days=days)
     return {
         "client_id": me.id,
