@@ -62,7 +62,8 @@ class Listener:
         self._looked = time.monotonic()
         self.link = link
         self.idle, self.timeout, self.per_client = idle, timeout, per_client
-        self.open: dict[str, int] = {}
+        self.open: dict[str, int] = {}  # admitted connections per client
+        self.refusing: dict[str, int] = {}  # over-cap connections being answered before they close
         self.writers: set[asyncio.StreamWriter] = set()
         self.gate = Gate(sock, self._protocol, ctx, handshake_timeout, on_broken)
 
@@ -83,7 +84,7 @@ class Listener:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.writers.add(writer)
-        client_id = None
+        counted = None  # the client this connection counts against, once admitted
         try:
             ssl_object = writer.get_extra_info("ssl_object")
             client_id = certs.client_of(ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None)
@@ -94,19 +95,33 @@ class Listener:
                 return
             if self.open.get(client_id, 0) >= self.per_client:
                 log.warning("KMIP client %s is over its %d connections; closing one", client_id, self.per_client)
-                await self._refuse(reader, writer, t.PERMISSION_DENIED, f"over {self.per_client} connections for this client")
+                if self.refusing.get(client_id, 0) < self.per_client:  # more at once: closed without waiting
+                    self.refusing[client_id] = self.refusing.get(client_id, 0) + 1
+                    try:
+                        await self._refuse(
+                            reader, writer, t.PERMISSION_DENIED, f"over {self.per_client} connections for this client"
+                        )
+                    finally:
+                        self._release(self.refusing, client_id)
                 return
             self.open[client_id] = self.open.get(client_id, 0) + 1
+            counted = client_id
             await self._messages(reader, writer, client_id)
         except (ConnectionError, TimeoutError, ssl.SSLError, OSError):
             pass
         finally:
-            if client_id is not None and client_id in self.open:
-                self.open[client_id] -= 1
-                if not self.open[client_id]:
-                    del self.open[client_id]
+            if counted is not None:
+                self._release(self.open, counted)
             self.writers.discard(writer)
             writer.transport.abort() if writer.transport.is_closing() else writer.close()
+
+    @staticmethod
+    def _release(counts: dict[str, int], client_id: str) -> None:
+        left = counts.get(client_id, 1) - 1
+        if left > 0:
+            counts[client_id] = left
+        else:
+            counts.pop(client_id, None)
 
     async def _refuse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, reason: int, message: str) -> None:
         """Answer the connection's first message with ``reason``, then close it."""
